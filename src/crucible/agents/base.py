@@ -1,0 +1,39 @@
+"""The agent contract.
+
+An agent that crashes, exits non-zero or times out has failed at the task:
+it returns an AgentResult with `error` set, and the verifier still runs.
+Only infrastructure failures raise (SandboxFailed, ModelFailed).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+
+from crucible.engine.results import AgentInfo, AgentResult
+from crucible.sandboxes.base import Sandbox
+from crucible.tasks.models import Task
+
+
+@dataclass
+class AgentContext:
+    """What the trial hands an agent."""
+
+    task: Task
+    sandbox: Sandbox
+    logs_dir: Path  # host folder: the trial's agent/ directory
+    timeout_sec: float  # the agent phase's budget; the trial enforces it too
+
+
+class Agent(abc.ABC):
+    name: str = ""
+    version: str = "0"
+    # Whether this agent needs a sandbox with network (installed CLI agents do).
+    requires_network: bool = False
+
+    def info(self) -> AgentInfo:
+        return AgentInfo(name=self.name, version=self.version)
+
+    @abc.abstractmethod
+    async def run(self, ctx: AgentContext) -> AgentResult: ...

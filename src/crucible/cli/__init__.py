@@ -1,0 +1,1 @@
+"""The `crucible` command line: one module per command group."""

@@ -1,0 +1,51 @@
+"""The typer app. Command modules are imported here but keep their heavy
+imports inside the commands, so `crucible --help` stays fast."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+from crucible.cli.common import EXIT_CODES_HELP
+
+app = typer.Typer(
+    name="crucible",
+    help=(
+        "Run agent tasks (Harbor format) and their verifiers at scale, in sandboxes, "
+        "into rewards and reports.\n\n" + EXIT_CODES_HELP
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# Each module exposes `register(app)`.
+COMMAND_MODULES = [
+    "run",
+    "tasks",
+    "sandboxes",
+    "doctor",
+    "report",
+    "view",
+    "runs",
+    "skills",
+    "docs",
+]
+
+for _name in COMMAND_MODULES:
+    try:
+        _mod = importlib.import_module(f"crucible.cli.{_name}")
+    except ModuleNotFoundError as exc:  # a command group not built yet
+        if exc.name != f"crucible.cli.{_name}":
+            raise
+        continue
+    _mod.register(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

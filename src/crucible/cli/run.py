@@ -1,0 +1,480 @@
+"""`crucible run`: plan a job over tasks, run it with a live progress bar, print the summary."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from crucible.cli.common import console, err_console, fail, fail_from, print_json
+from crucible.errors import ExitCode
+
+if TYPE_CHECKING:
+    from crucible.engine.job import JobRunner
+    from crucible.store.layout import JobSummary
+    from crucible.tasks.models import Task
+
+# Agent options that map one-to-one onto agent constructor keywords.
+MODEL_OPTIONS = (
+    "model",
+    "model_base_url",
+    "model_api_key_env",
+    "context_window",
+    "max_output_tokens",
+    "temperature",
+    "max_turns",
+    "docs_index",
+)
+
+
+def _parse_params(items: list[str], what: str, as_json: bool) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            fail(ExitCode.USAGE, "usage", f"{what} {item!r} is not key=value", as_json=as_json)
+        out[key.strip()] = value
+    return out
+
+
+def _read_config(path: Path | None, as_json: bool) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        fail(ExitCode.NOT_FOUND, "not_found", f"config file {path} does not exist", as_json=as_json)
+    except tomllib.TOMLDecodeError as exc:
+        fail(ExitCode.USAGE, "usage", f"config file {path}: {exc}", as_json=as_json)
+
+
+def _load_tasks(
+    paths: list[Path], include: list[str], exclude: list[str], skip_invalid: bool, as_json: bool
+) -> list[Task]:
+    from crucible.tasks.dataset import discover_tasks
+
+    tasks, invalid = discover_tasks(paths, include=include, exclude=exclude)
+    for path, problems in invalid:
+        err_console.print(f"[red]invalid task[/] {path}", highlight=False)
+        for p in problems:
+            err_console.print(f"  {p}", highlight=False)
+    if invalid and not skip_invalid:
+        fail(
+            ExitCode.ERROR,
+            "task_invalid",
+            f"{len(invalid)} task(s) are invalid (listed above)",
+            hint="fix them (`crucible tasks check PATH`), or pass --skip-invalid to run the rest",
+            as_json=as_json,
+        )
+    if not tasks:
+        fail(ExitCode.NOT_FOUND, "not_found", "no tasks to run", as_json=as_json)
+    return tasks
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    def run(
+        paths: list[Path] = typer.Argument(None, help="Task directories, or folders of tasks."),
+        agent: str = typer.Option(
+            None,
+            "--agent",
+            "-a",
+            help="oracle, nop, terminal, command, or a plugin. [default: oracle]",
+        ),
+        attempts: int = typer.Option(
+            None, "--attempts", "-k", help="Attempts per task (pass@k up to k). [default: 1]"
+        ),
+        concurrency: int = typer.Option(
+            None, "--concurrency", "-c", help="Trials running at once. [default: 4]"
+        ),
+        env: str = typer.Option(
+            None,
+            "--env",
+            "-e",
+            help="Sandbox provider: local, docker, modal, simulated. [default: local]",
+        ),
+        env_param: list[str] = typer.Option(
+            [], "--env-param", help="Provider parameter key=value (repeatable)."
+        ),
+        jobs_dir: Path = typer.Option(
+            None, "--jobs-dir", help="Where jobs live. [default: ./jobs or $CRUCIBLE_JOBS_DIR]"
+        ),
+        job_name: str = typer.Option(
+            None, "--job-name", help="Job id; an existing job of that name is resumed."
+        ),
+        resume: str = typer.Option(
+            None, "--resume", help="Resume job ID: run only trials without a final record."
+        ),
+        retry_errors: bool = typer.Option(
+            False, "--retry-errors", help="On resume, also rerun trials that ended in an error."
+        ),
+        include: list[str] = typer.Option(
+            [], "--include", "-i", help="Only tasks whose name matches this glob."
+        ),
+        exclude: list[str] = typer.Option(
+            [], "--exclude", "-x", help="Skip tasks whose name matches this glob."
+        ),
+        skip_invalid: bool = typer.Option(
+            False, "--skip-invalid", help="Run the valid tasks even if some are invalid."
+        ),
+        max_retries: int = typer.Option(
+            None,
+            "--max-retries",
+            help="Retries of a trial after sandbox/model failures. [default: 2]",
+        ),
+        trial_timeout: float = typer.Option(
+            None,
+            "--trial-timeout",
+            help="Wall limit of one trial in seconds (a hang is a sandbox failure).",
+        ),
+        job_timeout: float = typer.Option(
+            None,
+            "--job-timeout",
+            help="Wall limit of the job in seconds; then it is cancelled (resumable).",
+        ),
+        gpu_concurrency: int = typer.Option(
+            None,
+            "--gpu-concurrency",
+            help="GPU trials running at once (their own pool). [default: 1]",
+        ),
+        model: str = typer.Option(None, "--model", "-m", help="Model name for LLM agents."),
+        model_base_url: str = typer.Option(
+            None,
+            "--model-base-url",
+            help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.",
+        ),
+        model_api_key_env: str = typer.Option(
+            None,
+            "--model-api-key-env",
+            help="Env var holding the API key. [default: OPENAI_API_KEY]",
+        ),
+        context_window: int = typer.Option(
+            None, "--context-window", help="Model context window in tokens."
+        ),
+        max_output_tokens: int = typer.Option(
+            None, "--max-output-tokens", help="Max output tokens per turn."
+        ),
+        temperature: float = typer.Option(None, "--temperature", help="Sampling temperature."),
+        max_turns: int = typer.Option(
+            None, "--max-turns", help="Turn limit of the terminal agent."
+        ),
+        docs_index: Path = typer.Option(
+            None, "--docs-index", help="Docs index for the terminal agent's docs tool."
+        ),
+        agent_kwarg: list[str] = typer.Option(
+            [], "--agent-kwarg", help="Extra agent parameter key=value (repeatable)."
+        ),
+        config: Path = typer.Option(
+            None, "--config", help="TOML file with any of these options (CLI wins)."
+        ),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+        as_json: bool = typer.Option(
+            False, "--json", help="Print the job summary as JSON on stdout."
+        ),
+    ) -> None:
+        """Run an agent on tasks: one sandboxed trial per task and attempt, graded by the task's tests.
+
+        Results go to JOBS_DIR/JOB_ID/<trial>/result.json and an SQLite index. Exit code 0 when
+        the job ran (whatever the rewards), 130 when cancelled, non-zero when it could not run.
+        Ctrl-C once winds the job down (resumable); twice forces.
+        """
+        from crucible.store.layout import default_jobs_dir
+
+        cfg = _read_config(config, as_json)
+        opts: dict[str, Any] = {
+            "agent": agent, "attempts": attempts, "concurrency": concurrency, "env": env,
+            "max_retries": max_retries, "trial_timeout": trial_timeout, "job_timeout": job_timeout,
+            "gpu_concurrency": gpu_concurrency, "model": model, "model_base_url": model_base_url,
+            "model_api_key_env": model_api_key_env, "context_window": context_window,
+            "max_output_tokens": max_output_tokens, "temperature": temperature,
+            "max_turns": max_turns, "docs_index": str(docs_index) if docs_index else None,
+        }  # fmt: skip
+        for key, value in cfg.items():
+            k = key.replace("-", "_")
+            if k in opts and opts[k] is None:
+                opts[k] = value
+        env_params = {**{str(k): str(v) for k, v in cfg.get("env_params", {}).items()},
+                      **_parse_params(env_param, "--env-param", as_json)}  # fmt: skip
+        agent_kwargs: dict[str, Any] = {k: opts[k] for k in MODEL_OPTIONS if opts[k] is not None}
+        agent_kwargs.update(cfg.get("agent_kwargs", {}))
+        agent_kwargs.update(_parse_params(agent_kwarg, "--agent-kwarg", as_json))
+        jdir = jobs_dir or (Path(cfg["jobs_dir"]) if "jobs_dir" in cfg else default_jobs_dir())
+        paths = paths or [Path(p) for p in cfg.get("paths", [])]
+        exit_code = asyncio.run(
+            _run_job(
+                paths=paths,
+                opts=opts,
+                env_params=env_params,
+                agent_kwargs=agent_kwargs,
+                jobs_dir=jdir,
+                job_name=job_name,
+                resume=resume,
+                retry_errors=retry_errors,
+                include=include,
+                exclude=exclude,
+                skip_invalid=skip_invalid,
+                quiet=quiet,
+                as_json=as_json,
+            )
+        )
+        raise typer.Exit(exit_code)
+
+
+async def _run_job(
+    *,
+    paths: list[Path],
+    opts: dict[str, Any],
+    env_params: dict[str, str],
+    agent_kwargs: dict[str, Any],
+    jobs_dir: Path,
+    job_name: str | None,
+    resume: str | None,
+    retry_errors: bool,
+    include: list[str],
+    exclude: list[str],
+    skip_invalid: bool,
+    quiet: bool,
+    as_json: bool,
+) -> int:
+    from crucible.agents.registry import get_agent
+    from crucible.engine.job import (
+        JobOptions,
+        JobRunner,
+        check_resumable,
+        make_job_config,
+        new_job_id,
+    )
+    from crucible.errors import CrucibleError
+    from crucible.sandboxes.registry import get_provider
+    from crucible.store.layout import read_job_config
+
+    job_id = resume or job_name or new_job_id()
+    existing = None
+    if (jobs_dir / job_id / "job.json").exists():
+        existing = read_job_config(jobs_dir / job_id)
+    elif resume:
+        fail(ExitCode.NOT_FOUND, "not_found", f"no job {resume!r} in {jobs_dir}", as_json=as_json)
+
+    if existing is not None:
+        # A resumed job runs as it was planned; options that would change it are refused.
+        for key, recorded in (
+            ("agent", existing.agent),
+            ("env", existing.env),
+            ("attempts", existing.attempts),
+        ):
+            if opts[key] is not None and opts[key] != recorded:
+                fail(ExitCode.USAGE, "usage",
+                     f"job {job_id!r} was run with {key}={recorded!r}, not {opts[key]!r}",
+                     hint="resume it as it was, or start a new job (another --job-name)",
+                     as_json=as_json)  # fmt: skip
+        task_paths = paths or [Path(t.path) for t in existing.tasks]
+        tasks = _load_tasks(task_paths, include, exclude, skip_invalid, as_json)
+        problems = check_resumable(existing, tasks)
+        if problems:
+            fail(ExitCode.ERROR, "task_changed",
+                 f"cannot resume {job_id!r}: " + "; ".join(problems),
+                 hint="tasks must be unchanged to resume; start a new job to run the new versions",
+                 as_json=as_json)  # fmt: skip
+        opts = {**opts, "agent": existing.agent, "env": existing.env, "attempts": existing.attempts}
+        opts["concurrency"] = opts["concurrency"] or existing.concurrency
+        agent_kwargs = agent_kwargs or dict(existing.agent_kwargs)
+        env_params = env_params or dict(existing.env_params)
+        dataset = existing.dataset
+    else:
+        if not paths:
+            fail(
+                ExitCode.USAGE, "usage", "give task paths to run (or --resume JOB)", as_json=as_json
+            )
+        tasks = _load_tasks(paths, include, exclude, skip_invalid, as_json)
+        dataset = [str(p) for p in paths]
+
+    agent_name = opts["agent"] or "oracle"
+    env_name = opts["env"] or "local"
+    attempts = int(opts["attempts"] or 1)
+    if attempts < 1:
+        fail(ExitCode.USAGE, "usage", "--attempts must be at least 1", as_json=as_json)
+    try:
+        provider = get_provider(env_name, env_params)
+    except KeyError as exc:
+        fail(ExitCode.USAGE, "usage", str(exc.args[0]), as_json=as_json)
+    except (TypeError, ValueError) as exc:
+        fail(ExitCode.USAGE, "usage", f"provider {env_name!r}: {exc}", as_json=as_json)
+    try:
+        agent = get_agent(agent_name, **agent_kwargs)
+    except KeyError as exc:
+        fail(ExitCode.USAGE, "usage", str(exc.args[0]), as_json=as_json)
+    except (TypeError, ValueError) as exc:
+        fail(ExitCode.USAGE, "usage", f"agent {agent_name!r}: {exc}", as_json=as_json)
+    concurrency = int(opts["concurrency"] or min(4, provider.default_concurrency))
+    if concurrency < 1:
+        fail(ExitCode.USAGE, "usage", "--concurrency must be at least 1", as_json=as_json)
+
+    try:
+        await provider.preflight()  # before anything is created or written
+    except CrucibleError as exc:
+        fail_from(exc, as_json=as_json)
+
+    cfg = existing or make_job_config(
+        job_id=job_id,
+        tasks=tasks,
+        agent=agent_name,
+        env=env_name,
+        attempts=attempts,
+        concurrency=concurrency,
+        dataset=dataset,
+        agent_kwargs=agent_kwargs,
+        model=agent_kwargs.get("model"),
+        env_params=env_params,
+        max_retries=int(opts["max_retries"] if opts["max_retries"] is not None else 2),
+    )
+    cfg.concurrency = concurrency
+    options = JobOptions(
+        max_retries=cfg.max_retries if opts["max_retries"] is None else int(opts["max_retries"]),
+        gpu_concurrency=int(opts["gpu_concurrency"] or 1),
+        trial_timeout_sec=opts["trial_timeout"],
+        job_timeout_sec=opts["job_timeout"],
+        retry_errors=retry_errors,
+    )
+    runner = JobRunner(cfg, tasks, provider, agent, jobs_dir, options)
+    show_progress = not quiet and not as_json and sys.stderr.isatty()
+    _install_signal_handlers(runner)
+    try:
+        if show_progress:
+            summary = await _with_progress(runner)
+        else:
+            summary = await runner.run()
+    except CrucibleError as exc:
+        fail_from(exc, as_json=as_json)
+    finally:
+        await provider.aclose()
+    if as_json:
+        print_json(summary.model_dump(mode="json") | {"jobs_dir": str(jobs_dir)})
+    else:
+        _print_summary(runner, summary, jobs_dir)
+    return 130 if summary.status == "cancelled" else 0
+
+
+def _install_signal_handlers(runner: JobRunner) -> None:
+    loop = asyncio.get_running_loop()
+    presses = 0
+
+    def on_sigint() -> None:
+        nonlocal presses
+        presses += 1
+        if presses == 1:
+            err_console.print("[yellow]cancelling: winding down running trials "
+                              "(Ctrl-C again to force)[/]")  # fmt: skip
+            runner.cancel()
+        else:
+            _force_exit(runner)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_sigint)
+        except (NotImplementedError, RuntimeError):
+            pass
+
+
+def _force_exit(runner: JobRunner) -> None:
+    """Second Ctrl-C: mark the job cancelled (resumable) and leave at once."""
+    from crucible.store.index import Index
+
+    try:
+        idx = Index(runner.jobs_dir)
+        idx.set_job_status(runner.cfg.job_id, "cancelled")
+        idx.close()
+    finally:
+        err_console.print("[red]forced exit[/]; resume with "
+                          f"`crucible run --resume {runner.cfg.job_id}`")  # fmt: skip
+        os._exit(130)
+
+
+async def _with_progress(runner: JobRunner) -> JobSummary:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"),
+        TimeElapsedColumn(),
+        console=err_console,
+    )
+    bar = progress.add_task(runner.cfg.job_id, total=runner.n_total, stats="")
+    state = {"graded": 0, "errors": 0, "reward": 0.0, "retries": 0}
+
+    def stats() -> str:
+        mean = state["reward"] / state["graded"] if state["graded"] else float("nan")
+        return f"mean {mean:.3f} | errors {state['errors']} | retries {state['retries']}"
+
+    def on_start(total: int, done: int) -> None:
+        progress.update(bar, completed=done)
+
+    def on_trial(r: Any) -> None:
+        if r.graded:
+            state["graded"] += 1
+            state["reward"] += r.reward or 0.0
+        else:
+            state["errors"] += 1
+        progress.update(bar, advance=1, stats=stats())
+
+    def on_retry(*_: Any) -> None:
+        state["retries"] += 1
+        progress.update(bar, stats=stats())
+
+    runner.events.on_start = on_start
+    runner.events.on_trial = on_trial
+    runner.events.on_retry = on_retry
+    with progress:
+        return await runner.run()
+
+
+def _print_summary(runner: JobRunner, summary: JobSummary, jobs_dir: Path) -> None:
+    from collections import defaultdict
+
+    from rich.table import Table
+
+    per_task: dict[str, list[Any]] = defaultdict(list)
+    for r in runner.results.values():
+        per_task[r.task_name].append(r)
+    table = Table(title=f"job {summary.job_id} ({summary.status})")
+    table.add_column("task")
+    table.add_column("trials", justify="right")
+    table.add_column("mean reward", justify="right")
+    table.add_column("outcomes")
+    for name in sorted(per_task):
+        rs = per_task[name]
+        rewards = [r.reward for r in rs if r.graded and r.reward is not None]
+        mean = f"{sum(rewards) / len(rewards):.3f}" if rewards else "-"
+        outcomes: dict[str, int] = defaultdict(int)
+        for r in rs:
+            outcomes[r.outcome] += 1
+        table.add_row(
+            name, str(len(rs)), mean, ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+        )
+    console.print(table)
+    totals = Table(show_header=False, box=None)
+    totals.add_row("trials", f"{summary.n_done}/{summary.n_trials}")
+    errors = {k: v for k, v in summary.outcomes.items() if k != "graded"}
+    totals.add_row("errors", ", ".join(f"{k} {v}" for k, v in sorted(errors.items())) or "none")
+    totals.add_row("retries", str(summary.n_retries))
+    totals.add_row(
+        "mean reward",
+        f"{summary.mean_reward:.3f} (errors excluded)" if summary.mean_reward is not None else "-",
+    )
+    for k, v in summary.pass_at_k.items():
+        totals.add_row(k, f"{v:.3f}")
+    totals.add_row("results", str(jobs_dir / summary.job_id))
+    console.print(totals)

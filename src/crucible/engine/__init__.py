@@ -1,0 +1,1 @@
+"""The engine: job planning, trial lifecycle, scheduling, error taxonomy."""

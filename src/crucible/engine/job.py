@@ -1,0 +1,352 @@
+"""Running a job: plan, resume, schedule, retry, cancel, record.
+
+The job is the only writer of its folder and of its rows in the index. Each
+trial's result.json is written (atomically) before its index row, so after a
+crash (kill -9 included) the folders are the truth and resume reconciles the
+index from them; trials without a final record are run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from crucible import __version__
+from crucible.agents.base import Agent
+from crucible.engine.results import TrialResult, utcnow
+from crucible.engine.scheduler import Scheduler, backoff_delay
+from crucible.engine.summary import summarize
+from crucible.engine.trial import TrialPlan, run_trial, trial_name_for
+from crucible.errors import RETRYABLE, ErrorKind, TaskInvalid
+from crucible.sandboxes.base import Provider
+from crucible.store.index import BatchWriter, Index
+from crucible.store.layout import (
+    CANCEL_FILE,
+    JobConfig,
+    JobSummary,
+    TaskRef,
+    dump,
+    iter_trial_results,
+    write_json_atomic,
+)
+from crucible.store.logs import JOB_LOG, FileLog
+from crucible.tasks.models import Task
+
+
+def new_job_id(now: datetime | None = None) -> str:
+    return (now or datetime.now()).strftime("%Y-%m-%d__%H-%M-%S")
+
+
+def make_job_config(
+    *,
+    job_id: str,
+    tasks: list[Task],
+    agent: str,
+    env: str,
+    attempts: int,
+    concurrency: int,
+    dataset: list[str],
+    agent_kwargs: dict[str, object] | None = None,
+    model: str | None = None,
+    env_params: dict[str, str] | None = None,
+    max_retries: int = 2,
+) -> JobConfig:
+    return JobConfig(
+        job_id=job_id,
+        name=job_id,
+        agent=agent,
+        agent_kwargs=dict(agent_kwargs or {}),
+        model=model,
+        env=env,
+        env_params=dict(env_params or {}),
+        attempts=attempts,
+        concurrency=concurrency,
+        max_retries=max_retries,
+        dataset=dataset,
+        tasks=[
+            TaskRef(name=t.name, path=str(t.path.resolve()), digest=t.digest, metadata=t.metadata)
+            for t in tasks
+        ],
+        versions={"crucible": __version__, "python": platform.python_version()},
+    )
+
+
+def check_resumable(cfg: JobConfig, tasks: list[Task]) -> list[str]:
+    """Problems that forbid resuming `cfg` with `tasks` (changed or different tasks)."""
+    problems: list[str] = []
+    recorded = {t.name: t.digest for t in cfg.tasks}
+    current = {t.name: t.digest for t in tasks}
+    for name, digest in recorded.items():
+        if name not in current:
+            problems.append(f"task {name!r} was in the job but is not among the tasks now")
+        elif current[name] != digest:
+            problems.append(
+                f"task {name!r} changed since the job started "
+                f"(digest {digest[:12]} -> {current[name][:12]})"
+            )
+    for name in current:
+        if name not in recorded:
+            problems.append(f"task {name!r} is new; it was not in the job")
+    return problems
+
+
+@dataclass
+class JobOptions:
+    max_retries: int = 2
+    retry_base_sec: float = 1.0
+    retry_cap_sec: float = 60.0
+    gpu_concurrency: int = 1
+    trial_timeout_sec: float | None = None  # per-trial wall limit beyond the phases' own
+    job_timeout_sec: float | None = None
+    retry_errors: bool = False  # on resume, also rerun trials that ended in an error
+    summary_interval_sec: float = 1.0
+
+
+@dataclass
+class JobEvents:
+    """Callbacks for progress display; all optional."""
+
+    on_start: Callable[[int, int], None] | None = None  # (total, already done)
+    on_trial: Callable[[TrialResult], None] | None = None
+    on_retry: Callable[[TrialPlan, TrialResult, float], None] | None = None
+
+
+@dataclass
+class JobRunner:
+    cfg: JobConfig
+    tasks: list[Task]
+    provider: Provider
+    agent: Agent
+    jobs_dir: Path
+    options: JobOptions = field(default_factory=JobOptions)
+    events: JobEvents = field(default_factory=JobEvents)
+
+    def __post_init__(self) -> None:
+        self.job_dir = self.jobs_dir / self.cfg.job_id
+        self.results: dict[str, TrialResult] = {}
+        self.n_total = len(self.tasks) * self.cfg.attempts
+        self.n_retries = 0
+        self._cancelled = False
+        self._timed_out = False
+        self._running: set[asyncio.Task[TrialResult]] = set()
+        self._sched: Scheduler[tuple[TrialPlan, int]] | None = None
+        self._closing: asyncio.Future[None] | None = None
+        self.log = FileLog(self.job_dir / JOB_LOG)
+        self.writer: BatchWriter | None = None
+
+    # -- planning ------------------------------------------------------------
+    def plan(self) -> list[TrialPlan]:
+        """Attempt-major order interleaves tasks fairly: every task's attempt 0 first."""
+        return [
+            TrialPlan(task=t, attempt=a, job_id=self.cfg.job_id)
+            for a in range(self.cfg.attempts)
+            for t in self.tasks
+        ]
+
+    def _load_finished(self) -> None:
+        wanted = {trial_name_for(t.name, a) for t in self.tasks for a in range(self.cfg.attempts)}
+        for r in iter_trial_results(self.job_dir):
+            if r.trial_name not in wanted or r.outcome == ErrorKind.cancelled.value:
+                continue
+            if self.options.retry_errors and not r.graded:
+                continue
+            self.results[r.trial_name] = r
+
+    # -- control ---------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop scheduling and wind down running trials (their sandboxes are closed)."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self.log.warning("cancel requested: winding down running trials")
+        if self._sched is not None:
+            self._closing = asyncio.ensure_future(self._sched.close())
+        for t in list(self._running):
+            t.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    # -- running ---------------------------------------------------------------
+    async def run(self) -> JobSummary:
+        self.job_dir.mkdir(parents=True, exist_ok=True)
+        (self.job_dir / CANCEL_FILE).unlink(missing_ok=True)
+        write_json_atomic(self.job_dir / "job.json", dump(self.cfg))
+        self._load_finished()
+        index = Index(self.jobs_dir)
+        index.upsert_job(self.cfg, status="running", path=self.job_dir, pid=os.getpid())
+        # Reconcile: the folders are the record; rows of trials to rerun go away.
+        index.write_trials(self.results.values())
+        todo = [p for p in self.plan() if p.trial_name not in self.results]
+        index.delete_trials(self.cfg.job_id, [p.trial_name for p in todo])
+        self.writer = BatchWriter(index)
+        self.writer.start()
+        self.log.info(
+            f"job {self.cfg.job_id}: {self.n_total} trials, {len(self.results)} already final, "
+            f"{len(todo)} to run; agent {self.cfg.agent}, env {self.cfg.env}, "
+            f"concurrency {self.cfg.concurrency}"
+        )
+        if self.events.on_start:
+            self.events.on_start(self.n_total, len(self.results))
+
+        sched: Scheduler[tuple[TrialPlan, int]] = Scheduler(
+            {"cpu": self.cfg.concurrency, "gpu": max(1, self.options.gpu_concurrency)}
+        )
+        self._sched = sched
+        for plan in todo:
+            sched.add(plan.pool, [(plan, 0)])
+        status = "failed"
+        watchers = [
+            asyncio.create_task(self._watch_cancel_file()),
+            asyncio.create_task(self._write_summary_periodically()),
+        ]
+        if self.options.job_timeout_sec:
+            watchers.append(asyncio.create_task(self._job_deadline(self.options.job_timeout_sec)))
+        try:
+            await self.provider.prepare([])  # provider-wide warm-up (image builds use specs)
+            workers = [
+                asyncio.create_task(self._worker(sched))
+                for _ in range(min(self.cfg.concurrency, max(1, len(todo))))
+            ]
+            await asyncio.gather(*workers)
+            for plan, _ in sched.drain():  # never started: cancelled, resumable
+                self._record(self._cancelled_result(plan))
+            status = "cancelled" if self._cancelled else "completed"
+        finally:
+            for w in watchers:
+                w.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+            await self.writer.close()
+            summary = self.summary(status)
+            write_json_atomic(self.job_dir / "result.json", dump(summary))
+            index.set_job_status(self.cfg.job_id, status)
+            index.close()
+            self.log.info(
+                f"job {status}: {summary.n_done}/{summary.n_trials} trials, "
+                f"outcomes {summary.outcomes}, mean reward {summary.mean_reward}"
+            )
+            self.log.close()
+        return summary
+
+    async def _worker(self, sched: Scheduler[tuple[TrialPlan, int]]) -> None:
+        while True:
+            got = await sched.next()
+            if got is None:
+                return
+            pool, (plan, retries) = got
+            task = asyncio.create_task(self._run_one(plan, retries))
+            self._running.add(task)
+            try:
+                result = await task
+            except asyncio.CancelledError:
+                if not self._cancelled:
+                    raise
+                # run_trial wrote a `cancelled` record before it let the cancellation through
+                self._record(self._read_result(plan) or self._cancelled_result(plan))
+                await sched.release(pool)
+                continue
+            finally:
+                self._running.discard(task)
+            if self._should_retry(result, retries):
+                delay = backoff_delay(
+                    retries + 1, self.options.retry_base_sec, self.options.retry_cap_sec
+                )
+                self.n_retries += 1
+                self.log.warning(
+                    f"{plan.trial_name}: {result.outcome} ({result.error.message if result.error else ''}); "
+                    f"retry {retries + 1}/{self.options.max_retries} in {delay:.2f}s"
+                )
+                if self.events.on_retry:
+                    self.events.on_retry(plan, result, delay)
+                await sched.retry_later(pool, (plan, retries + 1), delay)
+            else:
+                self._record(result)
+            await sched.release(pool)
+
+    async def _run_one(self, plan: TrialPlan, retries: int) -> TrialResult:
+        return await run_trial(
+            plan,
+            provider=self.provider,
+            agent=self.agent,
+            job_dir=self.job_dir,
+            retries=retries,
+            env_params=self.cfg.env_params,
+            time_limit_sec=self.options.trial_timeout_sec,
+        )
+
+    def _should_retry(self, result: TrialResult, retries: int) -> bool:
+        if result.graded or self._cancelled or retries >= self.options.max_retries:
+            return False
+        return ErrorKind(result.outcome) in RETRYABLE
+
+    def _read_result(self, plan: TrialPlan) -> TrialResult | None:
+        path = self.job_dir / plan.trial_name / "result.json"
+        try:
+            return TrialResult.model_validate_json(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _cancelled_result(self, plan: TrialPlan) -> TrialResult:
+        from crucible.engine.results import ErrorInfo
+
+        now = utcnow()
+        return TrialResult(
+            id="",
+            task_name=plan.task.name,
+            trial_name=plan.trial_name,
+            job_id=plan.job_id,
+            attempt=plan.attempt,
+            task_checksum=plan.task.digest,
+            agent_info=self.agent.info(),
+            outcome=ErrorKind.cancelled.value,
+            error=ErrorInfo(kind=ErrorKind.cancelled, type="Cancelled", message="not started"),
+            started_at=now,
+            finished_at=now,
+        )
+
+    def _record(self, result: TrialResult) -> None:
+        self.results[result.trial_name] = result
+        assert self.writer is not None
+        self.writer.add(result)
+        if self.events.on_trial:
+            self.events.on_trial(result)
+
+    def summary(self, status: str) -> JobSummary:
+        s = summarize(self.cfg.job_id, status, list(self.results.values()), self.n_total)
+        s.started_at = self.cfg.created_at
+        s.finished_at = utcnow() if status != "running" else None
+        s.n_retries += self.n_retries
+        return s
+
+    async def _watch_cancel_file(self) -> None:
+        path = self.job_dir / CANCEL_FILE
+        while True:
+            await asyncio.sleep(0.5)
+            if path.exists():
+                self.cancel()
+                return
+
+    async def _write_summary_periodically(self) -> None:
+        last = -1
+        while True:
+            await asyncio.sleep(self.options.summary_interval_sec)
+            if len(self.results) != last:
+                last = len(self.results)
+                write_json_atomic(self.job_dir / "result.json", dump(self.summary("running")))
+
+    async def _job_deadline(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self._timed_out = True
+        self.log.warning(f"job time limit of {seconds:g}s reached")
+        self.cancel()
+
+
+def validate_tasks_for_job(tasks: list[Task]) -> None:
+    if not tasks:
+        raise TaskInvalid("no tasks to run")

@@ -1,0 +1,118 @@
+"""What a trial and a job leave on disk (result.json), as pydantic models.
+
+Field names follow Harbor's TrialResult where one exists (`id`, `task_name`,
+`trial_name`, `agent_info`, `agent_result`, `verifier_result.rewards`,
+`exception_info`, `started_at`, `finished_at`, per-phase timings), plus
+crucible's `attempt`, `outcome` and `error`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from crucible.errors import ErrorKind
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class TimingInfo(BaseModel):
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def duration_sec(self) -> float | None:
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None
+
+
+class ModelInfo(BaseModel):
+    name: str
+    provider: str | None = None
+
+
+class AgentInfo(BaseModel):
+    name: str
+    version: str = "unknown"
+    model_info: ModelInfo | None = None
+
+
+class AgentError(BaseModel):
+    """How the agent failed at the task (not an infrastructure error)."""
+
+    type: str  # "nonzero_exit", "timeout", "crash", "context_overflow", "turn_limit"
+    message: str = ""
+
+
+class AgentResult(BaseModel):
+    exit_code: int | None = None
+    error: AgentError | None = None
+    n_input_tokens: int | None = None
+    n_cache_tokens: int | None = None
+    n_cache_write_tokens: int | None = None
+    n_output_tokens: int | None = None
+    cost_usd: float | None = None
+    n_turns: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class VerifierResult(BaseModel):
+    rewards: dict[str, float] | None = None
+    exit_code: int | None = None
+    stages: list[dict[str, Any]] = Field(default_factory=list)  # host-side stages, later
+
+
+class ExceptionInfo(BaseModel):
+    exception_type: str
+    exception_message: str
+    exception_traceback: str = ""
+    occurred_at: datetime = Field(default_factory=utcnow)
+
+
+class ErrorInfo(BaseModel):
+    kind: ErrorKind
+    type: str
+    message: str
+
+
+class TrialResult(BaseModel):
+    id: str
+    task_name: str
+    trial_name: str
+    job_id: str
+    attempt: int  # 0-based; attempt i of every task forms run i
+    task_checksum: str
+    source: str | None = None
+    task_metadata: dict[str, Any] = Field(default_factory=dict)
+    agent_info: AgentInfo
+    agent_result: AgentResult | None = None
+    verifier_result: VerifierResult | None = None
+    exception_info: ExceptionInfo | None = None
+    outcome: str = "graded"  # "graded" or an ErrorKind value
+    error: ErrorInfo | None = None
+    retries: int = 0  # infra retries before this final record
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    environment_setup: TimingInfo | None = None
+    agent_setup: TimingInfo | None = None
+    agent_execution: TimingInfo | None = None
+    verifier: TimingInfo | None = None
+
+    @property
+    def graded(self) -> bool:
+        return self.outcome == "graded"
+
+    @property
+    def reward(self) -> float | None:
+        """The primary reward: key 'reward' if present, else the first key."""
+        rewards = self.verifier_result.rewards if self.verifier_result else None
+        if not rewards:
+            return None
+        if "reward" in rewards:
+            return rewards["reward"]
+        return next(iter(rewards.values()))

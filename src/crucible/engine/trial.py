@@ -1,0 +1,330 @@
+"""The lifecycle of one trial, with Harbor's semantics.
+
+create sandbox -> agent under its timeout -> kill every agent process, clear
+stale rewards, copy tests in -> tests/test.sh under the verifier timeout ->
+reward.json | reward.txt -> tear down. Every way out is recorded as data in a
+TrialResult; only cancellation propagates (after the record is written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import time
+import traceback
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+from uuid import uuid4
+
+from crucible.agents.base import Agent, AgentContext
+from crucible.engine.results import (
+    AgentError,
+    AgentResult,
+    ErrorInfo,
+    ExceptionInfo,
+    TimingInfo,
+    TrialResult,
+    VerifierResult,
+    utcnow,
+)
+from crucible.errors import (
+    Cancelled,
+    CrucibleError,
+    ErrorKind,
+    ResourcesUnavailable,
+    SandboxFailed,
+    VerifierFailed,
+)
+from crucible.sandboxes.base import NetworkMode, Provider, Sandbox, SandboxSpec
+from crucible.store.layout import dump, write_json_atomic
+from crucible.store.logs import TRIAL_LOG, FileLog
+from crucible.tasks.models import NetworkMode as TaskNetwork
+from crucible.tasks.models import Task
+from crucible.verifiers.script import prepare_verifier, read_rewards, run_test_script
+
+T = TypeVar("T")
+
+# Slack on top of the agent's own timeout before the trial stops waiting for it.
+AGENT_GRACE_SEC = 5.0
+LOGS_AGENT = "/logs/agent"
+LOGS_VERIFIER = "/logs/verifier"
+LOGS_ARTIFACTS = "/logs/artifacts"
+
+
+def trial_name_for(task_name: str, attempt: int) -> str:
+    """Deterministic folder name: resume finds the same trial again."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", task_name).strip("._") or "task"
+    return f"{safe}__{attempt}"
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    task: Task
+    attempt: int
+    job_id: str
+
+    @property
+    def trial_name(self) -> str:
+        return trial_name_for(self.task.name, self.attempt)
+
+    @property
+    def pool(self) -> str:
+        return "gpu" if self.task.config.environment.gpus > 0 else "cpu"
+
+
+def _network(task: Task, agent: Agent) -> NetworkMode:
+    mode = task.config.environment.resolved_network()
+    if agent.requires_network and mode != TaskNetwork.public:
+        raise ResourcesUnavailable(
+            f"agent {agent.name!r} needs network, but task {task.name!r} has network_mode "
+            f"{mode.value!r}",
+            hint="run it with an agent that works offline, or a task that allows network",
+        )
+    return {
+        TaskNetwork.public: "public",
+        TaskNetwork.no_network: "none",
+        TaskNetwork.allowlist: "allowlist",
+    }[mode]  # type: ignore[return-value]
+
+
+def build_spec(plan: TrialPlan, agent: Agent, params: dict[str, str] | None = None) -> SandboxSpec:
+    task = plan.task
+    env_cfg = task.config.environment
+    return SandboxSpec(
+        job_id=plan.job_id,
+        trial_id=plan.trial_name,
+        task_name=task.name,
+        image=env_cfg.docker_image,
+        dockerfile_dir=task.environment_dir if task.dockerfile.is_file() else None,
+        environment_digest=task.environment_digest,
+        workdir=task.workdir,
+        cpus=env_cfg.cpus,
+        memory_mb=env_cfg.memory_mb,
+        storage_mb=env_cfg.storage_mb,
+        gpus=env_cfg.gpus,
+        gpu_types=env_cfg.gpu_types,
+        network=_network(task, agent),
+        allowed_hosts=list(env_cfg.allowed_hosts),
+        env=dict(env_cfg.env),
+        build_timeout_sec=env_cfg.build_timeout_sec,
+        params=dict(params or {}),
+    )
+
+
+class _Phase:
+    """Times one phase into a TimingInfo."""
+
+    def __init__(self, log: FileLog, name: str) -> None:
+        self.log = log
+        self.name = name
+        self.timing = TimingInfo(started_at=utcnow())
+        log.info(f"{name}: started")
+
+    def done(self, note: str = "") -> TimingInfo:
+        self.timing.finished_at = utcnow()
+        d = self.timing.duration_sec or 0.0
+        self.log.info(f"{self.name}: finished in {d:.3f}s{' (' + note + ')' if note else ''}")
+        return self.timing
+
+
+async def _shielded(aw: Awaitable[T]) -> T:
+    """Run cleanup to completion even when the trial is being cancelled."""
+    task = asyncio.ensure_future(aw)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task
+        raise
+
+
+def prepare_trial_dir(trial_dir: Path) -> None:
+    if trial_dir.exists():
+        shutil.rmtree(trial_dir)  # an earlier try of this trial (retry or resume)
+    for sub in ("agent", "verifier", "artifacts"):
+        (trial_dir / sub).mkdir(parents=True)
+
+
+async def _run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
+    try:
+        return await asyncio.wait_for(agent.run(ctx), timeout=ctx.timeout_sec + AGENT_GRACE_SEC)
+    except TimeoutError:
+        return AgentResult(
+            error=AgentError(type="timeout", message=f"agent timed out after {ctx.timeout_sec:g}s")
+        )
+    except CrucibleError:
+        raise  # infrastructure, not the agent's failure
+    except Exception as exc:  # the agent crashed: a failure at the task, still graded
+        return AgentResult(
+            error=AgentError(type="crash", message=f"{type(exc).__name__}: {exc}"),
+            metadata={"traceback": traceback.format_exc()[-4000:]},
+        )
+
+
+async def _collect(sandbox: Sandbox, src: str, dst: Path, log: FileLog) -> None:
+    try:
+        await sandbox.download_dir(src, dst)
+    except FileNotFoundError:
+        pass
+    except SandboxFailed:
+        raise
+    except Exception as exc:  # logs are best effort; the reward is not
+        log.warning(f"could not collect {src}: {exc}")
+
+
+async def run_trial(
+    plan: TrialPlan,
+    *,
+    provider: Provider,
+    agent: Agent,
+    job_dir: Path,
+    retries: int = 0,
+    env_params: dict[str, str] | None = None,
+    time_limit_sec: float | None = None,
+) -> TrialResult:
+    """Run one trial to a final TrialResult written to <job>/<trial>/result.json.
+
+    `time_limit_sec` bounds the whole trial: a trial past it is a hang, which
+    is the provider's failure (sandbox_failed, retryable), never a zero.
+    """
+    task = plan.task
+    trial_dir = job_dir / plan.trial_name
+    prepare_trial_dir(trial_dir)
+    log = FileLog(trial_dir / TRIAL_LOG)
+    result = TrialResult(
+        id=str(uuid4()),
+        task_name=task.name,
+        trial_name=plan.trial_name,
+        job_id=plan.job_id,
+        attempt=plan.attempt,
+        task_checksum=task.digest,
+        source=task.config.source,
+        task_metadata=dict(task.metadata),
+        agent_info=agent.info(),
+        retries=retries,
+        started_at=utcnow(),
+    )
+    log.info(f"trial {plan.trial_name}: task {task.name} attempt {plan.attempt} (retry {retries})")
+    run = _TrialRun(plan, provider, agent, trial_dir, log, result, env_params)
+    t0 = time.monotonic()
+    try:
+        async with asyncio.timeout(time_limit_sec):
+            await run.phases()
+    except asyncio.CancelledError:
+        _fail(result, Cancelled("the trial was cancelled"), log, run.phase)
+        _finish(result, trial_dir, log, t0)
+        raise
+    except TimeoutError:
+        exc = SandboxFailed(f"the trial exceeded its time limit of {time_limit_sec:g}s (a hang)")
+        _fail(result, exc, log, run.phase)
+    except CrucibleError as exc:
+        _fail(result, exc, log, run.phase)
+    except Exception as exc:  # a provider's unexpected exception is still its failure
+        _fail(result, SandboxFailed(f"{type(exc).__name__}: {exc}"), log, run.phase, exc)
+    _finish(result, trial_dir, log, t0)
+    return result
+
+
+@dataclass
+class _TrialRun:
+    plan: TrialPlan
+    provider: Provider
+    agent: Agent
+    trial_dir: Path
+    log: FileLog
+    result: TrialResult
+    env_params: dict[str, str] | None
+    phase: _Phase | None = None
+
+    async def phases(self) -> None:
+        sandbox: Sandbox | None = None
+        try:
+            sandbox = await self._environment()
+            await self._agent(sandbox)
+            await self._verify(sandbox)
+        finally:
+            if sandbox is not None:
+                await _shielded(sandbox.close())
+
+    async def _environment(self) -> Sandbox:
+        task, result = self.plan.task, self.result
+        self.phase = _Phase(self.log, "environment_setup")
+        spec = build_spec(self.plan, self.agent, self.env_params)
+        caps = self.provider.capabilities()
+        if spec.gpus > caps.gpus:
+            raise ResourcesUnavailable(
+                f"task {task.name!r} asks for {spec.gpus} GPU(s); provider "
+                f"{self.provider.name!r} offers {caps.gpus}",
+                hint="run GPU tasks on a provider with GPUs (e.g. --env modal)",
+            )
+        sandbox = await self.provider.create(spec)
+        result.environment_setup = self.phase.done()
+        return sandbox
+
+    async def _agent(self, sandbox: Sandbox) -> None:
+        task, result = self.plan.task, self.result
+        self.phase = _Phase(self.log, "agent_execution")
+        ctx = AgentContext(
+            task=task,
+            sandbox=sandbox,
+            logs_dir=self.trial_dir / "agent",
+            timeout_sec=task.agent_timeout_sec,
+        )
+        result.agent_result = await _run_agent(self.agent, ctx)
+        err = result.agent_result.error
+        result.agent_execution = self.phase.done(f"agent error: {err.type}" if err else "")
+        await _collect(sandbox, LOGS_AGENT, self.trial_dir / "agent", self.log)
+
+    async def _verify(self, sandbox: Sandbox) -> None:
+        task, result = self.plan.task, self.result
+        self.phase = _Phase(self.log, "verifier")
+        await prepare_verifier(sandbox, task.tests_dir)
+        res = await run_test_script(
+            sandbox,
+            timeout_sec=task.verifier_timeout_sec,
+            env=dict(task.config.verifier.env),
+            cwd=task.workdir,
+        )
+        await _collect(sandbox, LOGS_VERIFIER, self.trial_dir / "verifier", self.log)
+        await _collect(sandbox, LOGS_ARTIFACTS, self.trial_dir / "artifacts", self.log)
+        (self.trial_dir / "verifier" / "test-stdout.txt").write_text(
+            res.stdout + (f"\n--- stderr ---\n{res.stderr}" if res.stderr else "")
+        )
+        result.verifier_result = VerifierResult(exit_code=res.exit_code)
+        if res.timed_out:
+            raise VerifierFailed(f"the verifier timed out after {task.verifier_timeout_sec:g}s")
+        result.verifier_result.rewards = await read_rewards(sandbox)
+        result.verifier = self.phase.done(f"rewards {result.verifier_result.rewards}")
+        self.phase = None
+
+
+def _fail(
+    result: TrialResult,
+    exc: CrucibleError,
+    log: FileLog,
+    phase: _Phase | None,
+    original: BaseException | None = None,
+) -> None:
+    origin = original or exc
+    result.outcome = exc.kind.value
+    result.error = ErrorInfo(kind=exc.kind, type=type(origin).__name__, message=exc.message)
+    result.exception_info = ExceptionInfo(
+        exception_type=type(origin).__name__,
+        exception_message=str(origin),
+        exception_traceback="".join(traceback.format_exception(origin))[-8000:],
+    )
+    where = f" during {phase.name}" if phase else ""
+    log.error(f"{exc.kind.value}{where}: {exc.message}")
+    if phase is not None:
+        setattr(result, phase.name, phase.done("failed"))
+    if exc.kind == ErrorKind.verifier_failed and result.verifier_result is not None:
+        result.verifier_result.rewards = None
+
+
+def _finish(result: TrialResult, trial_dir: Path, log: FileLog, t0: float) -> None:
+    result.finished_at = utcnow()
+    log.info(f"outcome {result.outcome}; reward {result.reward}; {time.monotonic() - t0:.3f}s")
+    log.close()
+    write_json_atomic(trial_dir / "result.json", dump(result))

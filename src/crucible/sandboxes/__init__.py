@@ -1,0 +1,1 @@
+"""Sandbox providers: the protocol, the registry and the built-in providers."""

@@ -1,0 +1,144 @@
+"""The sandbox contract every provider implements.
+
+Exception contract: transport or lifecycle failures raise `SandboxFailed`;
+a request the provider can never satisfy raises `ResourcesUnavailable`.
+A command that fails or times out is *not* an exception: it is an
+`ExecResult` with `exit_code` / `timed_out` set.
+"""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+NetworkMode = Literal["none", "public", "allowlist"]
+
+DEFAULT_OUTPUT_CAP = 1 << 20  # bytes kept per stream per exec
+
+
+class SandboxSpec(BaseModel):
+    """What one trial asks of a provider."""
+
+    job_id: str = "adhoc"
+    trial_id: str = "adhoc"
+    task_name: str = "adhoc"
+    image: str | None = None  # a prebuilt image (docker_image)
+    dockerfile_dir: Path | None = None  # environment/ holding a Dockerfile
+    environment_digest: str | None = None  # sha256 of environment/ (build cache key)
+    workdir: str = "/app"
+    cpus: float = 1.0
+    memory_mb: int = 2048
+    storage_mb: int | None = None
+    pids_limit: int = 1024
+    gpus: int = 0
+    gpu_types: list[str] | None = None
+    network: NetworkMode = "none"
+    allowed_hosts: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    build_timeout_sec: float = 600.0
+    params: dict[str, str] = Field(default_factory=dict)  # provider-specific (--env-param)
+
+
+class ExecResult(BaseModel):
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    truncated: bool = False  # output over the cap was cut
+    duration_sec: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Sandbox(abc.ABC):
+    """A live environment for one trial. Lives until `close()`."""
+
+    spec: SandboxSpec
+
+    @abc.abstractmethod
+    async def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        input: bytes | str | None = None,
+        user: str | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> ExecResult:
+        """Run a command (a string goes through `sh -c`). Timeout kills its process tree."""
+
+    @abc.abstractmethod
+    async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None: ...
+
+    @abc.abstractmethod
+    async def read_file(self, path: str) -> bytes:
+        """Raise FileNotFoundError when absent."""
+
+    @abc.abstractmethod
+    async def upload_dir(self, src: Path, dst: str) -> None:
+        """Copy a host directory's contents to `dst` (created) inside the sandbox."""
+
+    @abc.abstractmethod
+    async def download_dir(self, src: str, dst: Path) -> None:
+        """Copy a sandbox directory's contents into host directory `dst`."""
+
+    @abc.abstractmethod
+    async def kill_all(self) -> None:
+        """Kill every process in the sandbox but its init (end of the agent phase)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Tear the sandbox down. Idempotent; never raises for an already-dead sandbox."""
+
+    async def __aenter__(self) -> Sandbox:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class ProviderCapabilities(BaseModel):
+    gpus: int = 0  # GPUs this provider can give one sandbox (0: none)
+    gpu_types: list[str] = Field(default_factory=list)
+    network_allowlist: bool = False
+    isolation: str = ""  # human words: how isolation and limits are enforced
+
+
+class Provider(abc.ABC):
+    """Makes sandboxes. One instance per job."""
+
+    name: str = ""
+    default_concurrency: int = 8
+
+    @abc.abstractmethod
+    async def preflight(self) -> None:
+        """Raise ProviderUnavailable/AuthError, with a hint, when this provider cannot run."""
+
+    def capabilities(self) -> ProviderCapabilities:
+        return ProviderCapabilities()
+
+    async def prepare(self, specs: list[SandboxSpec]) -> None:  # noqa: B027
+        """Once per job, before the fan-out: build images etc. Default: nothing."""
+
+    @abc.abstractmethod
+    async def create(self, spec: SandboxSpec) -> Sandbox: ...
+
+    async def cleanup(self, job_id: str | None = None) -> int:
+        """Remove what a job (or every job) left behind; return how many were removed."""
+        return 0
+
+    async def aclose(self) -> None:  # noqa: B027
+        """Release provider-wide resources (clients, sessions)."""

@@ -1,0 +1,1 @@
+"""The store: per-trial folders plus one SQLite index."""

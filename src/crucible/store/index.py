@@ -1,0 +1,257 @@
+"""The SQLite index of jobs and trials (WAL), beside the trial folders.
+
+The trial folder's result.json is the record; the index is a fast, queryable
+copy of it, written in batches by the running job (its only writer) and
+reconciled from the folders on resume. Readers (`runs`, `report`, the viewer)
+open it read-only and never block the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from crucible.engine.results import TrialResult, utcnow
+from crucible.store.layout import INDEX_NAME, JobConfig
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id      TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    agent       TEXT NOT NULL,
+    model       TEXT,
+    env         TEXT NOT NULL,
+    dataset     TEXT NOT NULL,
+    n_trials    INTEGER NOT NULL,
+    path        TEXT NOT NULL,
+    pid         INTEGER,
+    created_at  TEXT NOT NULL,
+    updated_at  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trials (
+    job_id       TEXT NOT NULL,
+    trial_name   TEXT NOT NULL,
+    task_name    TEXT NOT NULL,
+    attempt      INTEGER NOT NULL,
+    task_digest  TEXT NOT NULL,
+    outcome      TEXT NOT NULL,
+    reward       REAL,
+    rewards_json TEXT,
+    error_kind   TEXT,
+    error_message TEXT,
+    retries      INTEGER NOT NULL DEFAULT 0,
+    cost_usd     REAL,
+    started_at   TEXT,
+    finished_at  TEXT,
+    duration_sec REAL,
+    PRIMARY KEY (job_id, trial_name)
+);
+CREATE INDEX IF NOT EXISTS trials_by_job_finished ON trials(job_id, finished_at);
+"""
+
+TRIAL_COLUMNS = (
+    "job_id, trial_name, task_name, attempt, task_digest, outcome, reward, rewards_json, "
+    "error_kind, error_message, retries, cost_usd, started_at, finished_at, duration_sec"
+)
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None
+
+
+def trial_row(r: TrialResult) -> tuple[Any, ...]:
+    rewards = r.verifier_result.rewards if r.verifier_result else None
+    duration = (
+        (r.finished_at - r.started_at).total_seconds() if r.started_at and r.finished_at else None
+    )
+    return (
+        r.job_id,
+        r.trial_name,
+        r.task_name,
+        r.attempt,
+        r.task_checksum,
+        r.outcome,
+        r.reward,
+        json.dumps(rewards) if rewards is not None else None,
+        r.error.kind.value if r.error else None,
+        r.error.message[:2000] if r.error else None,
+        r.retries,
+        r.agent_result.cost_usd if r.agent_result else None,
+        _iso(r.started_at),
+        _iso(r.finished_at),
+        duration,
+    )
+
+
+def connect(jobs_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    path = jobs_dir / INDEX_NAME
+    if readonly:
+        if not path.exists():
+            raise FileNotFoundError(path)
+        conn = sqlite3.connect(
+            f"file:{path}?mode=ro", uri=True, timeout=10, check_same_thread=False
+        )
+    else:
+        jobs_dir.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=30, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(SCHEMA)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+class Index:
+    """Synchronous access to the index; the job writes through `BatchWriter`."""
+
+    def __init__(self, jobs_dir: Path, *, readonly: bool = False) -> None:
+        self.jobs_dir = jobs_dir
+        self.conn = connect(jobs_dir, readonly=readonly)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # jobs -----------------------------------------------------------------
+    def upsert_job(self, cfg: JobConfig, *, status: str, path: Path, pid: int | None) -> None:
+        now = utcnow().isoformat()
+        n_trials = len(cfg.tasks) * cfg.attempts
+        with self.conn:
+            self.conn.execute(
+                """INSERT INTO jobs (job_id, name, status, agent, model, env, dataset, n_trials,
+                       path, pid, created_at, updated_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(job_id) DO UPDATE SET status=excluded.status, pid=excluded.pid,
+                       n_trials=excluded.n_trials, updated_at=excluded.updated_at""",
+                (
+                    cfg.job_id,
+                    cfg.name,
+                    status,
+                    cfg.agent,
+                    cfg.model,
+                    cfg.env,
+                    ",".join(cfg.dataset),
+                    n_trials,
+                    str(path),
+                    pid,
+                    cfg.created_at.isoformat(),
+                    now,
+                ),
+            )
+
+    def set_job_status(self, job_id: str, status: str) -> None:
+        with self.conn:
+            self.conn.execute(
+                "UPDATE jobs SET status=?, updated_at=? WHERE job_id=?",
+                (status, utcnow().isoformat(), job_id),
+            )
+
+    def touch_job(self, job_id: str) -> None:
+        with self.conn:
+            self.conn.execute(
+                "UPDATE jobs SET updated_at=? WHERE job_id=?", (utcnow().isoformat(), job_id)
+            )
+
+    def get_job(self, job_id: str) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self.conn.execute(
+            "SELECT * FROM jobs WHERE job_id=?", (job_id,)
+        ).fetchone()
+        return row
+
+    def list_jobs(self) -> list[sqlite3.Row]:
+        return list(self.conn.execute("SELECT * FROM jobs ORDER BY created_at DESC"))
+
+    # trials ---------------------------------------------------------------
+    def write_trials(self, results: Iterable[TrialResult]) -> int:
+        rows = [trial_row(r) for r in results]
+        if rows:
+            with self.conn:
+                self.conn.executemany(
+                    f"INSERT OR REPLACE INTO trials ({TRIAL_COLUMNS}) "
+                    f"VALUES ({','.join('?' * 15)})",
+                    rows,
+                )
+        return len(rows)
+
+    def delete_trials(self, job_id: str, trial_names: Iterable[str]) -> None:
+        with self.conn:
+            self.conn.executemany(
+                "DELETE FROM trials WHERE job_id=? AND trial_name=?",
+                [(job_id, n) for n in trial_names],
+            )
+
+    def trials(self, job_id: str) -> list[sqlite3.Row]:
+        return list(
+            self.conn.execute(
+                "SELECT * FROM trials WHERE job_id=? ORDER BY task_name, attempt", (job_id,)
+            )
+        )
+
+    def outcome_counts(self, job_id: str) -> dict[str, int]:
+        return {
+            row[0]: row[1]
+            for row in self.conn.execute(
+                "SELECT outcome, COUNT(*) FROM trials WHERE job_id=? GROUP BY outcome", (job_id,)
+            )
+        }
+
+
+class BatchWriter:
+    """Queues trial records and writes them in batches off the event loop.
+
+    One transaction per batch keeps the index from ever being the bottleneck
+    (thousands of trials per second); `flush()` is awaited at the end of a job.
+    """
+
+    def __init__(self, index: Index, *, max_batch: int = 512, interval_sec: float = 0.2) -> None:
+        self.index = index
+        self.max_batch = max_batch
+        self.interval_sec = interval_sec
+        self._pending: list[TrialResult] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self.rows_written = 0
+        self.batches = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="index-writer")
+
+    def add(self, result: TrialResult) -> None:
+        self._pending.append(result)
+        if len(self._pending) >= self.max_batch:
+            self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=self.interval_sec)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            await self.flush()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            if not self._pending:
+                return
+            batch, self._pending = self._pending, []
+            # sqlite3 has no async API; one short transaction in a worker thread.
+            await asyncio.to_thread(self.index.write_trials, batch)
+            self.rows_written += len(batch)
+            self.batches += 1
+
+    async def close(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        await self.flush()

@@ -1,0 +1,114 @@
+"""Where things live on disk, and the job-level records (job.json, result.json).
+
+<jobs-dir>/
+  index.sqlite                 jobs and trials (see store/index.py)
+  <job-id>/
+    job.json                   JobConfig, as run
+    result.json                JobSummary, rewritten as trials finish
+    cancel.request             present when `runs cancel` asked the job to stop
+    <trial-id>/
+      result.json              TrialResult
+      trial.log                timestamped lifecycle log lines
+      agent/  verifier/  artifacts/
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from crucible.engine.results import TrialResult, utcnow
+
+JOBS_DIR_ENV = "CRUCIBLE_JOBS_DIR"
+INDEX_NAME = "index.sqlite"
+CANCEL_FILE = "cancel.request"
+
+
+def default_jobs_dir() -> Path:
+    return Path(os.environ.get(JOBS_DIR_ENV, "jobs"))
+
+
+class TaskRef(BaseModel):
+    name: str
+    path: str
+    digest: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobConfig(BaseModel):
+    """job.json: the job as planned and run."""
+
+    job_id: str
+    name: str
+    created_at: datetime = Field(default_factory=utcnow)
+    agent: str
+    agent_kwargs: dict[str, Any] = Field(default_factory=dict)
+    model: str | None = None
+    env: str = "local"
+    env_params: dict[str, str] = Field(default_factory=dict)
+    attempts: int = 1
+    concurrency: int = 4
+    max_retries: int = 2
+    dataset: list[str] = Field(default_factory=list)  # the paths given
+    tasks: list[TaskRef] = Field(default_factory=list)
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+class JobSummary(BaseModel):
+    """result.json of a job."""
+
+    job_id: str
+    status: str  # running | completed | failed | cancelled
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    n_trials: int = 0
+    n_done: int = 0
+    outcomes: dict[str, int] = Field(default_factory=dict)  # graded / error kinds
+    mean_reward: float | None = None
+    pass_at_k: dict[str, float] = Field(default_factory=dict)
+    n_retries: int = 0
+
+
+def write_json_atomic(path: Path, data: str) -> None:
+    """Write via a temp file and rename, so a crash never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(data)
+    os.replace(tmp, path)
+
+
+def job_dir(jobs_dir: Path, job_id: str) -> Path:
+    return jobs_dir / job_id
+
+
+def read_job_config(jdir: Path) -> JobConfig:
+    return JobConfig.model_validate_json((jdir / "job.json").read_text())
+
+
+def read_job_summary(jdir: Path) -> JobSummary | None:
+    p = jdir / "result.json"
+    if not p.exists():
+        return None
+    return JobSummary.model_validate_json(p.read_text())
+
+
+def iter_trial_results(jdir: Path) -> list[TrialResult]:
+    """Every final trial record of a job folder, sorted by (task, attempt)."""
+    out: list[TrialResult] = []
+    for child in jdir.iterdir():
+        p = child / "result.json"
+        if child.is_dir() and p.exists():
+            try:
+                out.append(TrialResult.model_validate_json(p.read_text()))
+            except ValueError:
+                continue  # a record being written; the index is the source of truth
+    out.sort(key=lambda r: (r.task_name, r.attempt))
+    return out
+
+
+def dump(model: BaseModel) -> str:
+    return json.dumps(model.model_dump(mode="json"), indent=2)

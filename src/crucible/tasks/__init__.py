@@ -1,0 +1,1 @@
+"""Tasks in the Harbor format: models, loader, validation, datasets."""

@@ -1,0 +1,1 @@
+"""Verifiers: the in-sandbox script stage (Harbor semantics), then host-side stages."""

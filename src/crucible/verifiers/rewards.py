@@ -1,0 +1,48 @@
+"""Reading rewards the Harbor way: /logs/verifier/reward.json (a flat map of
+finite numbers) wins over reward.txt (one float)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from crucible.errors import VerifierFailed
+
+REWARD_DIR = "/logs/verifier"
+REWARD_JSON = f"{REWARD_DIR}/reward.json"
+REWARD_TXT = f"{REWARD_DIR}/reward.txt"
+
+
+def _finite(key: str, value: object) -> float:
+    # bool is an int subclass; a reward of `true` is a mistake worth reporting
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise VerifierFailed(f"reward.json: {key!r} is {type(value).__name__}, not a number")
+    f = float(value)
+    if not math.isfinite(f):
+        raise VerifierFailed(f"reward.json: {key!r} is not finite ({value})")
+    return f
+
+
+def parse_reward_json(text: str) -> dict[str, float]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise VerifierFailed(f"reward.json is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise VerifierFailed("reward.json must be a flat object of numbers")
+    if not data:
+        raise VerifierFailed("reward.json is an empty object")
+    return {str(k): _finite(str(k), v) for k, v in data.items()}
+
+
+def parse_reward_txt(text: str) -> dict[str, float]:
+    s = text.strip()
+    if not s:
+        raise VerifierFailed("reward.txt is empty")
+    try:
+        f = float(s)
+    except ValueError as exc:
+        raise VerifierFailed(f"reward.txt does not hold one number: {s[:80]!r}") from exc
+    if not math.isfinite(f):
+        raise VerifierFailed(f"reward.txt is not finite ({s})")
+    return {"reward": f}
