@@ -321,7 +321,6 @@ class JobRunner:
         s = summarize(self.cfg.job_id, status, list(self.results.values()), self.n_total)
         s.started_at = self.cfg.created_at
         s.finished_at = utcnow() if status != "running" else None
-        s.n_retries += self.n_retries
         return s
 
     async def _watch_cancel_file(self) -> None:

@@ -143,8 +143,9 @@ async def _shielded(aw: Awaitable[T]) -> T:
 def prepare_trial_dir(trial_dir: Path) -> None:
     if trial_dir.exists():
         shutil.rmtree(trial_dir)  # an earlier try of this trial (retry or resume)
-    for sub in ("agent", "verifier", "artifacts"):
-        (trial_dir / sub).mkdir(parents=True)
+    # agent/ is where agents write on the host; verifier/ and artifacts/ are
+    # created when something is collected into them (mkdir is not free at 1000s/s).
+    (trial_dir / "agent").mkdir(parents=True)
 
 
 async def _run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
@@ -289,6 +290,7 @@ class _TrialRun:
         )
         await _collect(sandbox, LOGS_VERIFIER, self.trial_dir / "verifier", self.log)
         await _collect(sandbox, LOGS_ARTIFACTS, self.trial_dir / "artifacts", self.log)
+        (self.trial_dir / "verifier").mkdir(exist_ok=True)
         (self.trial_dir / "verifier" / "test-stdout.txt").write_text(
             res.stdout + (f"\n--- stderr ---\n{res.stderr}" if res.stderr else "")
         )

@@ -216,6 +216,7 @@ class BatchWriter:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._stopping = False
         self.rows_written = 0
         self.batches = 0
 
@@ -228,7 +229,8 @@ class BatchWriter:
             self._wake.set()
 
     async def _loop(self) -> None:
-        while True:
+        # Never cancelled mid-write: close() asks it to stop and waits.
+        while not self._stopping:
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.interval_sec)
             except TimeoutError:
@@ -247,11 +249,9 @@ class BatchWriter:
             self.batches += 1
 
     async def close(self) -> None:
+        self._stopping = True
+        self._wake.set()
         if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await self._task
             self._task = None
         await self.flush()

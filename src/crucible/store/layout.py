@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import datetime
 from pathlib import Path
@@ -111,4 +110,4 @@ def iter_trial_results(jdir: Path) -> list[TrialResult]:
 
 
 def dump(model: BaseModel) -> str:
-    return json.dumps(model.model_dump(mode="json"), indent=2)
+    return model.model_dump_json(indent=2)
