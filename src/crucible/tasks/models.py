@@ -94,11 +94,18 @@ class EnvironmentSection(_Section):
 
     @model_validator(mode="after")
     def _migrate(self) -> EnvironmentSection:
+        # The key is named in the message so `tasks check` can point at its line.
         if self.memory is not None:
-            self.memory_mb = parse_size_mb(self.memory)
+            try:
+                self.memory_mb = parse_size_mb(self.memory)
+            except ValueError as exc:
+                raise ValueError(f"environment.memory: {exc}") from None
             self.memory = None
         if self.storage is not None:
-            self.storage_mb = parse_size_mb(self.storage)
+            try:
+                self.storage_mb = parse_size_mb(self.storage)
+            except ValueError as exc:
+                raise ValueError(f"environment.storage: {exc}") from None
             self.storage = None
         if self.allowed_hosts:
             self.allowed_hosts = _normalize_hosts(self.allowed_hosts)

@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+set -euo pipefail
+
+echo 'Hello, crucible!' > /app/hello.txt

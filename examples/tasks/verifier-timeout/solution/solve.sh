@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+set -euo pipefail
+
+touch /app/done.txt

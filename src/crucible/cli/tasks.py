@@ -1,0 +1,209 @@
+"""`crucible tasks check|list|init`: validate, list and scaffold Harbor-format tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.markup import escape
+
+from crucible.cli.common import JsonOpt, console, err_console, fail, print_json
+from crucible.errors import ExitCode
+
+if TYPE_CHECKING:
+    from crucible.tasks.loader import Problem, TaskCheck
+
+tasks_app = typer.Typer(
+    name="tasks",
+    help="Validate, list and scaffold tasks (Harbor format).",
+    no_args_is_help=True,
+)
+
+PathsArg = typer.Argument(..., help="Task directories, or folders to search for tasks.")
+IncludeOpt = typer.Option(
+    [], "--include", "-i", help="Only task names matching this glob (repeatable)."
+)
+ExcludeOpt = typer.Option(
+    [], "--exclude", "-x", help="Skip task names matching this glob (repeatable)."
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(tasks_app, name="tasks")
+
+
+def _problem_json(p: Problem) -> dict[str, Any]:
+    return {"path": str(p.path), "line": p.line, "message": p.message, "severity": p.severity}
+
+
+def _check_json(c: TaskCheck) -> dict[str, Any]:
+    return {
+        "name": c.name,
+        "path": str(c.path),
+        "valid": c.valid,
+        "digest": c.task.digest if c.task else None,
+        "problems": [_problem_json(p) for p in c.problems],
+    }
+
+
+def _summary(checks: list[TaskCheck]) -> dict[str, int]:
+    return {
+        "tasks": len(checks),
+        "valid": sum(c.valid for c in checks),
+        "invalid": sum(not c.valid for c in checks),
+        "errors": sum(len(c.errors) for c in checks),
+        "warnings": sum(len(c.warnings) for c in checks),
+    }
+
+
+def _print_problems(c: TaskCheck) -> None:
+    for p in c.problems:
+        style = "red" if p.is_error else "yellow"
+        console.print(
+            f"    [{style}]{p.severity}[/] {escape(p.location())}: {escape(p.message)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+@tasks_app.command("check")
+def check(
+    paths: list[Path] = PathsArg,
+    include: list[str] = IncludeOpt,
+    exclude: list[str] = ExcludeOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Validate tasks and report every problem with its file, line and reason.
+
+    Exit 1 if any task is invalid (has errors); warnings alone exit 0.
+    """
+    from crucible.tasks.dataset import check_tasks
+
+    checks = check_tasks(paths, include, exclude)
+    summary = _summary(checks)
+    if as_json:
+        print_json({"tasks": [_check_json(c) for c in checks], "summary": summary})
+    else:
+        for c in checks:
+            mark = "[green]ok[/]     " if c.valid else "[red]invalid[/]"
+            console.print(
+                f"{mark} {escape(c.name)}  [dim]{escape(str(c.path))}[/]",
+                highlight=False,
+                soft_wrap=True,
+            )
+            _print_problems(c)
+        console.print(
+            f"{summary['tasks']} task(s): {summary['valid']} valid, {summary['invalid']} invalid; "
+            f"{summary['errors']} error(s), {summary['warnings']} warning(s)",
+            highlight=False,
+        )
+    if summary["invalid"]:
+        raise typer.Exit(ExitCode.ERROR)
+
+
+@tasks_app.command("list")
+def list_tasks(
+    paths: list[Path] = PathsArg,
+    include: list[str] = IncludeOpt,
+    exclude: list[str] = ExcludeOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List tasks: name, digest, resources, network, image. Exit 1 if any is invalid."""
+    from rich.table import Table
+
+    from crucible.tasks.dataset import check_tasks
+
+    checks = check_tasks(paths, include, exclude)
+    valid = [c.task for c in checks if c.valid and c.task is not None]
+    invalid = [c for c in checks if not c.valid]
+    if as_json:
+        print_json(
+            {
+                "tasks": [
+                    {
+                        "name": t.name,
+                        "path": str(t.path),
+                        "digest": t.digest,
+                        "cpus": t.config.environment.cpus,
+                        "memory_mb": t.config.environment.memory_mb,
+                        "storage_mb": t.config.environment.storage_mb,
+                        "gpus": t.config.environment.gpus,
+                        "network": str(t.config.environment.resolved_network()),
+                        "image": t.config.environment.docker_image,
+                        "dockerfile": t.dockerfile.is_file(),
+                        "workdir": t.workdir,
+                        "agent_timeout_sec": t.agent_timeout_sec,
+                        "verifier_timeout_sec": t.verifier_timeout_sec,
+                    }
+                    for t in valid
+                ],
+                "invalid": [_check_json(c) for c in invalid],
+            }
+        )
+    else:
+        table = Table(title=f"{len(valid)} task(s)")
+        table.add_column("name", no_wrap=True)
+        table.add_column("digest", no_wrap=True)
+        table.add_column("resources", no_wrap=True)
+        table.add_column("network", no_wrap=True)
+        table.add_column("environment")
+        table.add_column("timeouts", no_wrap=True)
+        for t in valid:
+            env = t.config.environment
+            resources = f"{env.cpus:g} cpu, {env.memory_mb}M" + (
+                f", {env.gpus} gpu" if env.gpus else ""
+            )
+            table.add_row(
+                escape(t.name),
+                t.digest[:10],
+                resources,
+                str(env.resolved_network()),
+                escape(env.docker_image or ("Dockerfile" if t.dockerfile.is_file() else "-")),
+                f"{t.agent_timeout_sec:g}s/{t.verifier_timeout_sec:g}s",
+            )
+        console.print(table)
+        for c in invalid:
+            err_console.print(
+                f"[red]invalid[/] {c.name}  [dim]{c.path}[/]", highlight=False, soft_wrap=True
+            )
+            for p in c.errors:
+                err_console.print(
+                    f"    {p.location()}: {p.message}", highlight=False, soft_wrap=True
+                )
+    if invalid:
+        raise typer.Exit(ExitCode.ERROR)
+
+
+@tasks_app.command("init")
+def init(
+    name: str = typer.Argument(..., help="Task name (also its directory name)."),
+    directory: Path = typer.Option(Path("."), "--dir", "-d", help="Parent folder of the new task."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Scaffold a task that passes its own oracle (reward 1) and fails nop (reward 0)."""
+    from crucible.tasks.loader import check_task
+    from crucible.tasks.scaffold import scaffold_task
+
+    try:
+        root = scaffold_task(name, directory)
+    except ValueError as exc:
+        fail(ExitCode.USAGE, "usage", str(exc), as_json=as_json)
+    except FileExistsError as exc:
+        fail(
+            ExitCode.ERROR, "exists", str(exc), hint="choose another name or --dir", as_json=as_json
+        )
+    except OSError as exc:
+        fail(ExitCode.ERROR, "io", f"cannot write the task: {exc}", as_json=as_json)
+    result = check_task(root)
+    if as_json:
+        print_json({"name": name, "path": str(root), "valid": result.valid})
+    else:
+        console.print(
+            f"created task [bold]{escape(name)}[/] in {escape(str(root))}", highlight=False
+        )
+        console.print(
+            "  edit instruction.md, environment/Dockerfile, solution/solve.sh and tests/test.sh;\n"
+            f"  then: crucible tasks check {root}",
+            highlight=False,
+        )
