@@ -1,0 +1,1 @@
+"""Model access for LLM agents: the OpenAI-compatible client, token usage and prices."""

@@ -1,0 +1,324 @@
+"""The client for OpenAI-compatible chat-completions endpoints.
+
+Owns the wire: request shape, retries with exponential backoff (honouring
+Retry-After) on 429, 5xx, transport errors and malformed replies, and the
+classification of the rest. When retries run out it raises `ModelFailed`, so
+the trial ends `model_failed` rather than graded. Two failures are not the
+endpoint's fault and go back to the agent instead: `ContextOverflow` (the
+prompt does not fit; trim and try again) and `ToolsUnsupported` (the server
+refuses `tools`; switch to plain text).
+
+The API key is read from the environment variable the user names and only
+ever goes into the Authorization header: it is never logged and never put
+into a sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from crucible.agents.models.usage import Usage
+from crucible.errors import ModelFailed
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+
+_CONTEXT_MARKERS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+)
+_RETRY_STATUS = frozenset({408, 409, 429})
+
+
+class ContextOverflow(Exception):
+    """The request does not fit the model's context window."""
+
+
+class ToolsUnsupported(Exception):
+    """The endpoint refused a request because it carried `tools`."""
+
+
+@dataclass
+class ModelConfig:
+    model: str
+    base_url: str = DEFAULT_BASE_URL
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    request_timeout_sec: float = 600.0
+    max_retries: int = 6
+    backoff_base_sec: float = 1.0
+    backoff_max_sec: float = 60.0
+    retry_after_max_sec: float = 300.0  # a day-long Retry-After is not waited out
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        base = self.base_url.rstrip("/")
+        return base if base.endswith("/chat/completions") else base + "/chat/completions"
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text, as the model wrote it
+
+    def parsed_arguments(self) -> dict[str, Any] | None:
+        """The arguments as a dict, or None when the model wrote invalid JSON."""
+        try:
+            value = json.loads(self.arguments or "{}")
+        except json.JSONDecodeError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def to_message(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass
+class ChatReply:
+    content: str | None
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+    usage: Usage
+    latency_sec: float
+    attempts: int  # HTTP requests it took (1 = no retry)
+    started_at: datetime
+
+    def to_message(self) -> dict[str, Any]:
+        """The assistant message to append to the conversation."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
+        if self.tool_calls:
+            msg["tool_calls"] = [tc.to_message() for tc in self.tool_calls]
+        return msg
+
+
+class _UseMaxCompletionTokens(Exception):
+    """OpenAI's reasoning models refuse `max_tokens` and want `max_completion_tokens`."""
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - datetime.now(UTC)).total_seconds(), 0.0)
+
+
+def _error_text(response: httpx.Response) -> str:
+    text = response.text
+    try:
+        data = response.json()
+    except ValueError:
+        return text[:2000]
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            parts = [str(err.get(k)) for k in ("code", "type", "message") if err.get(k)]
+            if parts:
+                return ": ".join(parts)[:2000]
+        elif isinstance(err, str):
+            return err[:2000]
+    return text[:2000]
+
+
+def _parse_reply(data: Any) -> tuple[str | None, list[ToolCall], str | None, Usage]:
+    """Pull the first choice out of a reply; raise _Retryable when it is malformed."""
+    if not isinstance(data, dict):
+        raise _Retryable("reply is not a JSON object")
+    if "error" in data and not data.get("choices"):
+        raise _Retryable(f"reply carries an error: {str(data['error'])[:500]}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _Retryable("reply has no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise _Retryable("reply's first choice has no message")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        # Some servers send content parts; keep their text.
+        if isinstance(content, list):
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        else:
+            raise _Retryable("reply's message content is neither text nor parts")
+    calls: list[ToolCall] = []
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise _Retryable("reply's tool_calls is not a list")
+    for i, raw in enumerate(raw_calls):
+        fn = raw.get("function") if isinstance(raw, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise _Retryable("reply has a tool call without a function name")
+        args = fn.get("arguments")
+        if isinstance(args, dict):  # some servers send parsed arguments
+            args = json.dumps(args)
+        calls.append(
+            ToolCall(id=str(raw.get("id") or f"call_{i}"), name=fn["name"], arguments=args or "")
+        )
+    usage = data.get("usage")
+    return (
+        content,
+        calls,
+        choices[0].get("finish_reason"),
+        Usage.from_openai(usage if isinstance(usage, dict) else None),
+    )
+
+
+class ModelClient:
+    """One endpoint and model; `chat()` is one completion with retries."""
+
+    def __init__(self, config: ModelConfig, *, transport: httpx.AsyncBaseTransport | None = None):
+        self.config = config
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(config.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._http = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(config.request_timeout_sec, connect=30.0),
+            transport=transport,
+        )
+        self._max_tokens_key = "max_tokens"  # the name most OpenAI-compatible servers know
+        self.usage = Usage()
+        self.n_calls = 0
+        self.n_retries = 0
+
+    async def __aenter__(self) -> ModelClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def _body(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.config.model, "messages": messages}
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
+        if self.config.temperature is not None:
+            body["temperature"] = self.config.temperature
+        if self.config.max_output_tokens is not None:
+            body[self._max_tokens_key] = self.config.max_output_tokens
+        body.update(self.config.extra_body)
+        return body
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = min(self.config.backoff_base_sec * (2**attempt), self.config.backoff_max_sec)
+        delay *= 0.5 + random.random() / 2  # jitter, so concurrent trials do not retry in step
+        if retry_after is not None:
+            # The server knows best, within reason.
+            delay = max(delay, min(retry_after, self.config.retry_after_max_sec))
+        return delay
+
+    async def _attempt(self, body: dict[str, Any], with_tools: bool) -> ChatReply:
+        started = datetime.now(UTC)
+        t0 = time.monotonic()
+        try:
+            response = await self._http.post(self.config.url, json=body)
+        except httpx.TransportError as exc:
+            raise _Retryable(f"transport error: {type(exc).__name__}: {exc}") from exc
+        status = response.status_code
+        if status == 429 or status in _RETRY_STATUS or status >= 500:
+            raise _Retryable(
+                f"HTTP {status}: {_error_text(response)[:300]}",
+                parse_retry_after(response.headers.get("retry-after")),
+            )
+        if status >= 400:
+            text = _error_text(response)
+            lowered = text.lower()
+            if status in (400, 413, 422) and any(m in lowered for m in _CONTEXT_MARKERS):
+                raise ContextOverflow(text)
+            if status == 400 and "max_completion_tokens" in lowered and "max_tokens" in body:
+                raise _UseMaxCompletionTokens(text)
+            if with_tools and status in (400, 404, 422) and "tool" in lowered:
+                raise ToolsUnsupported(text)
+            hint = None
+            if status in (401, 403):
+                hint = f"check the API key in ${self.config.api_key_env}"
+            elif status == 404:
+                hint = f"check --model ({self.config.model}) and --model-base-url ({self.config.base_url})"
+            raise ModelFailed(
+                f"model endpoint refused the request: HTTP {status}: {text[:500]}", hint=hint
+            )
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise _Retryable(f"reply is not JSON: {response.text[:200]!r}") from exc
+        content, calls, finish, usage = _parse_reply(data)
+        return ChatReply(
+            content=content,
+            tool_calls=calls,
+            finish_reason=finish,
+            usage=usage,
+            latency_sec=time.monotonic() - t0,
+            attempts=1,
+            started_at=started,
+        )
+
+    async def chat(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> ChatReply:
+        body = self._body(messages, tools)
+        last = ""
+        for attempt in range(self.config.max_retries + 1):
+            try:
+                reply = await self._attempt(body, with_tools=bool(tools))
+            except _UseMaxCompletionTokens as exc:
+                last = str(exc)
+                self._max_tokens_key = "max_completion_tokens"
+                body = self._body(messages, tools)
+                continue
+            except _Retryable as exc:
+                last = str(exc)
+                if attempt >= self.config.max_retries:
+                    break
+                self.n_retries += 1
+                await asyncio.sleep(self._backoff(attempt, exc.retry_after))
+                continue
+            reply.attempts = attempt + 1
+            self.n_calls += 1
+            self.usage = self.usage + reply.usage
+            return reply
+        raise ModelFailed(
+            f"model endpoint failed after {self.config.max_retries + 1} attempts: {last}",
+            hint=f"endpoint {self.config.url}, model {self.config.model}",
+        )
