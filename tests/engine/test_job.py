@@ -158,3 +158,22 @@ def test_resume_refuses_changed_task(tmp_path: Path) -> None:
     assert again.returncode == 1
     err = json.loads(again.stderr.strip().splitlines()[-1])
     assert err["error"] == "task_changed" and "only" in err["message"]
+
+
+async def test_job_create_rate_limit_holds(task_root: Path, tmp_path: Path) -> None:
+    import time as _time
+
+    created: list[float] = []
+
+    class Timed(SimulatedProvider):
+        async def create(self, spec):  # type: ignore[no-untyped-def]
+            created.append(_time.monotonic())
+            return await super().create(spec)
+
+    t0 = _time.monotonic()
+    await _run(task_root, tmp_path, Timed(), attempts=10, create_rate=20.0, max_starting=2)
+    assert len(created) == 40
+    # never more than 20 creations in any 1 s window (jitter of recording allowed)
+    for i in range(len(created) - 20):
+        assert created[i + 20] - created[i] >= 0.98
+    assert _time.monotonic() - t0 >= 39 / 20 * 0.95

@@ -30,6 +30,7 @@ MODEL_OPTIONS = (
     "temperature",
     "max_turns",
     "docs_index",
+    "price_table",
 )
 
 
@@ -138,6 +139,14 @@ def register(app: typer.Typer) -> None:
             "--job-timeout",
             help="Wall limit of the job in seconds; then it is cancelled (resumable).",
         ),
+        create_rate: float = typer.Option(
+            None,
+            "--create-rate",
+            help="Sandbox creations per second, job-wide (default: the provider's own pacing).",
+        ),
+        max_starting: int = typer.Option(
+            None, "--max-starting", help="Sandboxes still starting at once, job-wide."
+        ),
         gpu_concurrency: int = typer.Option(
             None,
             "--gpu-concurrency",
@@ -167,6 +176,11 @@ def register(app: typer.Typer) -> None:
         docs_index: Path = typer.Option(
             None, "--docs-index", help="Docs index for the terminal agent's docs tool."
         ),
+        price_table: Path = typer.Option(
+            None,
+            "--price-table",
+            help="TOML/JSON prices (USD per 1M tokens) extending the built-in table.",
+        ),
         agent_kwarg: list[str] = typer.Option(
             [], "--agent-kwarg", help="Extra agent parameter key=value (repeatable)."
         ),
@@ -190,10 +204,12 @@ def register(app: typer.Typer) -> None:
         opts: dict[str, Any] = {
             "agent": agent, "attempts": attempts, "concurrency": concurrency, "env": env,
             "max_retries": max_retries, "trial_timeout": trial_timeout, "job_timeout": job_timeout,
-            "gpu_concurrency": gpu_concurrency, "model": model, "model_base_url": model_base_url,
+            "gpu_concurrency": gpu_concurrency,
+            "create_rate": create_rate, "max_starting": max_starting, "model": model, "model_base_url": model_base_url,
             "model_api_key_env": model_api_key_env, "context_window": context_window,
             "max_output_tokens": max_output_tokens, "temperature": temperature,
             "max_turns": max_turns, "docs_index": str(docs_index) if docs_index else None,
+            "price_table": str(price_table) if price_table else None,
         }  # fmt: skip
         for key, value in cfg.items():
             k = key.replace("-", "_")
@@ -340,6 +356,8 @@ async def _run_job(
         trial_timeout_sec=opts["trial_timeout"],
         job_timeout_sec=opts["job_timeout"],
         retry_errors=retry_errors,
+        create_rate=opts["create_rate"],
+        max_starting=opts["max_starting"],
     )
     runner = JobRunner(cfg, tasks, provider, agent, jobs_dir, options)
     show_progress = not quiet and not as_json and sys.stderr.isatty()

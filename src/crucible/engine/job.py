@@ -24,6 +24,7 @@ from crucible.engine.summary import summarize
 from crucible.engine.trial import TrialPlan, run_trial, trial_name_for
 from crucible.errors import RETRYABLE, ErrorKind, TaskInvalid
 from crucible.sandboxes.base import Provider
+from crucible.sandboxes.ratelimit import StartGate
 from crucible.store.index import BatchWriter, Index
 from crucible.store.layout import (
     CANCEL_FILE,
@@ -105,6 +106,8 @@ class JobOptions:
     job_timeout_sec: float | None = None
     retry_errors: bool = False  # on resume, also rerun trials that ended in an error
     summary_interval_sec: float = 1.0
+    create_rate: float | None = None  # sandbox creations per second, job-wide
+    max_starting: int | None = None  # sandboxes still starting at once
 
 
 @dataclass
@@ -138,6 +141,7 @@ class JobRunner:
         self._closing: asyncio.Future[None] | None = None
         self.log = FileLog(self.job_dir / JOB_LOG)
         self.writer: BatchWriter | None = None
+        self.start_gate: StartGate | None = None
 
     # -- planning ------------------------------------------------------------
     def plan(self) -> list[TrialPlan]:
@@ -195,9 +199,15 @@ class JobRunner:
         if self.events.on_start:
             self.events.on_start(self.n_total, len(self.results))
 
+        limit = self.cfg.concurrency
+        if self.provider.max_concurrency is not None:
+            limit = min(limit, self.provider.max_concurrency)
         sched: Scheduler[tuple[TrialPlan, int]] = Scheduler(
-            {"cpu": self.cfg.concurrency, "gpu": max(1, self.options.gpu_concurrency)}
+            {"cpu": limit, "gpu": max(1, min(limit, self.options.gpu_concurrency))}
         )
+        o = self.options
+        if o.create_rate or o.max_starting:
+            self.start_gate = StartGate(o.create_rate or 1e6, o.max_starting or limit)
         self._sched = sched
         for plan in todo:
             sched.add(plan.pool, [(plan, 0)])
@@ -212,7 +222,7 @@ class JobRunner:
             await self.provider.prepare([])  # provider-wide warm-up (image builds use specs)
             workers = [
                 asyncio.create_task(self._worker(sched))
-                for _ in range(min(self.cfg.concurrency, max(1, len(todo))))
+                for _ in range(min(limit, max(1, len(todo))))
             ]
             await asyncio.gather(*workers)
             for plan, _ in sched.drain():  # never started: cancelled, resumable
@@ -278,6 +288,7 @@ class JobRunner:
             retries=retries,
             env_params=self.cfg.env_params,
             time_limit_sec=self.options.trial_timeout_sec,
+            start_gate=self.start_gate,
         )
 
     def _should_retry(self, result: TrialResult, retries: int) -> bool:

@@ -39,6 +39,7 @@ from crucible.errors import (
     VerifierFailed,
 )
 from crucible.sandboxes.base import NetworkMode, Provider, Sandbox, SandboxSpec
+from crucible.sandboxes.ratelimit import StartGate
 from crucible.store.layout import dump, write_json_atomic
 from crucible.store.logs import TRIAL_LOG, FileLog
 from crucible.tasks.models import NetworkMode as TaskNetwork
@@ -184,6 +185,7 @@ async def run_trial(
     retries: int = 0,
     env_params: dict[str, str] | None = None,
     time_limit_sec: float | None = None,
+    start_gate: StartGate | None = None,
 ) -> TrialResult:
     """Run one trial to a final TrialResult written to <job>/<trial>/result.json.
 
@@ -208,7 +210,7 @@ async def run_trial(
         started_at=utcnow(),
     )
     log.info(f"trial {plan.trial_name}: task {task.name} attempt {plan.attempt} (retry {retries})")
-    run = _TrialRun(plan, provider, agent, trial_dir, log, result, env_params)
+    run = _TrialRun(plan, provider, agent, trial_dir, log, result, env_params, start_gate)
     t0 = time.monotonic()
     try:
         async with asyncio.timeout(time_limit_sec):
@@ -237,6 +239,7 @@ class _TrialRun:
     log: FileLog
     result: TrialResult
     env_params: dict[str, str] | None
+    start_gate: StartGate | None = None
     phase: _Phase | None = None
 
     async def phases(self) -> None:
@@ -260,7 +263,11 @@ class _TrialRun:
                 f"{self.provider.name!r} offers {caps.gpus}",
                 hint="run GPU tasks on a provider with GPUs (e.g. --env modal)",
             )
-        sandbox = await self.provider.create(spec)
+        if self.start_gate is None:
+            sandbox = await self.provider.create(spec)
+        else:  # the job's creation rate limit and cap on sandboxes still starting
+            async with self.start_gate.starting():
+                sandbox = await self.provider.create(spec)
         result.environment_setup = self.phase.done()
         return sandbox
 

@@ -122,6 +122,8 @@ class Provider(abc.ABC):
 
     name: str = ""
     default_concurrency: int = 8
+    # A hard cap on live sandboxes of this provider (None: only the job's -c applies).
+    max_concurrency: int | None = None
 
     @abc.abstractmethod
     async def preflight(self) -> None:
