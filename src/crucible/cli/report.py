@@ -1,0 +1,134 @@
+"""`crucible report JOB...`: metrics of one or more jobs as a table, Markdown, JSON or HTML."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+import typer
+
+from crucible.cli.common import JsonOpt, console, fail, print_json
+from crucible.errors import ExitCode
+
+
+class Format(enum.StrEnum):
+    table = "table"
+    markdown = "markdown"
+    json = "json"
+    html = "html"
+
+
+class ErrorsAs(enum.StrEnum):
+    excluded = "excluded"
+    zero = "zero"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+
+
+def report(
+    jobs: list[str] = typer.Argument(
+        ..., help="Job ids under the jobs dir, job names, or job folders."
+    ),
+    jobs_dir: Path | None = typer.Option(
+        None, "--jobs-dir", help="Where jobs live (default: $CRUCIBLE_JOBS_DIR or ./jobs)."
+    ),
+    by: str | None = typer.Option(
+        None, "--by", help="Split results by a task metadata key (split, category, source...)."
+    ),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file."),
+    errors_as: ErrorsAs = typer.Option(
+        ErrorsAs.excluded,
+        "--errors-as",
+        help="Trials without a reward: left out of means (excluded) or counted as 0 (zero).",
+    ),
+    threshold: float = typer.Option(
+        1.0, "--threshold", help="An attempt succeeds (pass@k) when its reward >= this."
+    ),
+    reward_key: str | None = typer.Option(
+        None, "--reward-key", help="Primary reward key (default 'reward', else the first)."
+    ),
+    cluster_by: str | None = typer.Option(
+        None, "--cluster-by", help="Metadata key for the clustered SE (default category, source)."
+    ),
+    price_table: Path | None = typer.Option(
+        None, "--price-table", help="Extra model prices (TOML/JSON) for rollouts without a cost."
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Mean ± SE across runs, pass@k, errors and cost per rollout, jobs side by side.
+
+    With two or more jobs, each later job is compared with the first over the
+    tasks they share (paired by task: mean difference ± SE, 95% CI).
+    """
+    from crucible.agents.models.pricing import PriceTableError, load_price_table
+    from crucible.metrics.model import MetricOptions
+    from crucible.reports.build import build_report
+    from crucible.reports.load import JobNotFound, load_job, resolve_job
+    from crucible.store.layout import default_jobs_dir
+
+    if as_json:
+        fmt = Format.json
+    root = jobs_dir or default_jobs_dir()
+    try:
+        prices = load_price_table(price_table)
+    except PriceTableError as exc:
+        fail(ExitCode.USAGE, "usage", str(exc), as_json=as_json)
+    loaded = []
+    for ref in jobs:
+        try:
+            loaded.append(load_job(resolve_job(ref, root), prices))
+        except JobNotFound as exc:
+            fail(
+                ExitCode.NOT_FOUND,
+                "not_found",
+                str(exc),
+                hint="`crucible runs list` shows the jobs; --jobs-dir picks another folder.",
+                as_json=as_json,
+            )
+    options = MetricOptions(
+        errors_as=errors_as.value,
+        threshold=threshold,
+        reward_key=reward_key,
+        cluster_by=cluster_by,
+    )
+    rep = build_report(loaded, options, by=by)
+
+    if fmt is Format.json:
+        data = rep.model_dump(mode="json")
+        if output:
+            import json
+
+            output.write_text(json.dumps(data, indent=2) + "\n")
+        else:
+            print_json(data)
+    elif fmt is Format.markdown:
+        from crucible.reports.tables import render_markdown
+
+        _emit(render_markdown(rep), output)
+    elif fmt is Format.html:
+        from crucible.reports.html import render_html
+
+        base = output.parent if output else Path.cwd()
+        _emit(render_html(rep, loaded, link_base=base), output)
+    else:
+        from crucible.reports.tables import render_rich
+
+        if output:
+            from rich.console import Console
+
+            with output.open("w") as fh:
+                Console(file=fh, width=160, no_color=True).print(render_rich(rep))
+        else:
+            console.print(render_rich(rep))
+    if output and not as_json:
+        console.print(f"[dim]wrote {output}[/]", highlight=False)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output:
+        output.write_text(text)
+    else:
+        typer.echo(text, nl=not text.endswith("\n"))

@@ -1,0 +1,335 @@
+"""From trial records to metrics: means, SEs, pass@k, errors, cost, breakdowns, pairs."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from crucible.metrics.model import (
+    Breakdown,
+    CostStats,
+    DurationStats,
+    GroupMetrics,
+    JobMetrics,
+    MetricOptions,
+    PairedDifference,
+    PassK,
+    RewardStats,
+    TaskMetrics,
+    TrialRef,
+)
+from crucible.metrics.passk import pass_at_k, pass_hat_k
+from crucible.metrics.records import TrialRecord
+from crucible.metrics.stats import (
+    Estimate,
+    clustered_se,
+    mean,
+    mean_se,
+    quantile,
+)
+
+MISSING_GROUP = "(none)"
+CLUSTER_KEYS = ("category", "source")
+
+
+def reward_keys(records: Iterable[TrialRecord]) -> list[str]:
+    """Every reward key seen, in first-seen order."""
+    seen: dict[str, None] = {}
+    for r in records:
+        if r.graded and r.rewards:
+            for k in r.rewards:
+                seen.setdefault(k, None)
+    return list(seen)
+
+
+def primary_key(keys: Sequence[str], options: MetricOptions) -> str | None:
+    if options.reward_key:
+        return options.reward_key
+    if "reward" in keys:
+        return "reward"
+    return keys[0] if keys else None
+
+
+def score(r: TrialRecord, key: str, options: MetricOptions) -> float | None:
+    """The value a trial contributes for `key`, or None when it is left out."""
+    if r.graded:
+        return r.rewards.get(key) if r.rewards else None
+    return 0.0 if options.errors_as == "zero" else None
+
+
+def group_value(metadata: Any, key: str) -> str:
+    value = metadata.get(key) if hasattr(metadata, "get") else None
+    if value is None or value == "":
+        return MISSING_GROUP
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value) or MISSING_GROUP
+    return str(value)
+
+
+def cluster_key(records: Sequence[TrialRecord], options: MetricOptions) -> str | None:
+    if options.cluster_by:
+        return options.cluster_by
+    for key in CLUSTER_KEYS:
+        if any(group_value(r.metadata, key) != MISSING_GROUP for r in records):
+            return key
+    return None
+
+
+def _reward_stats(
+    records: Sequence[TrialRecord], key: str, options: MetricOptions, ckey: str | None
+) -> RewardStats:
+    by_task: dict[str, list[float]] = defaultdict(list)
+    by_run: dict[int, list[float]] = defaultdict(list)
+    task_cluster: dict[str, str] = {}
+    values: list[float] = []
+    for r in records:
+        v = score(r, key, options)
+        if v is None:
+            continue
+        values.append(v)
+        by_task[r.task].append(v)
+        by_run[r.attempt].append(v)
+        if ckey is not None:
+            task_cluster.setdefault(r.task, group_value(r.metadata, ckey))
+    tasks = sorted(by_task)
+    task_means = [math.fsum(by_task[t]) / len(by_task[t]) for t in tasks]
+    run_means = [math.fsum(v) / len(v) for _, v in sorted(by_run.items())]
+    conf = options.confidence
+    runs_est = mean_se(run_means, "runs", conf)
+    tasks_est = mean_se(task_means, "tasks", conf)
+    clustered: Estimate | None = None
+    if ckey is not None and tasks:
+        clustered = clustered_se(
+            task_means, [task_cluster[t] for t in tasks], f"clustered:{ckey}", conf
+        )
+    headline = runs_est if runs_est.se is not None else tasks_est
+    return RewardStats(
+        key=key,
+        mean=headline.mean,
+        trial_mean=mean(values),
+        n_scored=len(values),
+        n_tasks=len(tasks),
+        runs=runs_est,
+        tasks=tasks_est,
+        clustered=clustered,
+        se=headline.se,
+        se_method=headline.method if headline.se is not None else None,
+        ci_low=headline.ci_low,
+        ci_high=headline.ci_high,
+    )
+
+
+def _success_counts(
+    records: Sequence[TrialRecord], primary: str | None, options: MetricOptions
+) -> dict[str, tuple[int, int]]:
+    """Per task: (n scored attempts, c successes) on the primary reward."""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    if primary is None:
+        return {}
+    for r in records:
+        v = score(r, primary, options)
+        if v is None:
+            continue
+        nc = out[r.task]
+        nc[0] += 1
+        nc[1] += int(v >= options.threshold)
+    return {t: (nc[0], nc[1]) for t, nc in out.items()}
+
+
+def _pass_k(counts: dict[str, tuple[int, int]]) -> list[PassK]:
+    if not counts:
+        return []
+    max_n = max(n for n, _ in counts.values())
+    out = []
+    for k in range(1, max_n + 1):
+        at = [v for n, c in counts.values() if (v := pass_at_k(n, c, k)) is not None]
+        hat = [v for n, c in counts.values() if (v := pass_hat_k(n, c, k)) is not None]
+        out.append(PassK(k=k, pass_at_k=mean(at), pass_hat_k=mean(hat), n_tasks=len(at)))
+    return out
+
+
+def _cost(records: Sequence[TrialRecord]) -> CostStats:
+    known = [r.cost_usd for r in records if r.cost_usd is not None]
+    sources = Counter(str(r.cost_source) for r in records if r.cost_source is not None)
+    with_tokens = [r.tokens for r in records if r.tokens is not None]
+    totals = {
+        name: sum(getattr(t, name) for t in with_tokens)
+        for name in ("input", "cache_read", "cache_write", "output")
+    }
+    total = math.fsum(known) if known else None
+    return CostStats(
+        n_known=len(known),
+        n_unknown=len(records) - len(known),
+        sources=dict(sources),
+        total_usd=total,
+        per_rollout_usd=total / len(known) if total is not None else None,
+        tokens_total=totals if with_tokens else {},
+        tokens_per_rollout={k: v / len(with_tokens) for k, v in totals.items()}
+        if with_tokens
+        else {},
+    )
+
+
+def _duration(records: Sequence[TrialRecord]) -> DurationStats:
+    d = [r.duration_sec for r in records if r.duration_sec is not None]
+    agent = [r.agent_sec for r in records if r.agent_sec is not None]
+    return DurationStats(
+        n=len(d),
+        mean_sec=mean(d),
+        median_sec=quantile(d, 0.5),
+        p90_sec=quantile(d, 0.9),
+        max_sec=max(d) if d else None,
+        total_sec=math.fsum(d) if d else None,
+        agent_mean_sec=mean(agent),
+    )
+
+
+def group_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> GroupMetrics:
+    """All metrics over one set of trial records."""
+    keys = reward_keys(records)
+    primary = primary_key(keys, options)
+    if primary is not None and primary not in keys:
+        keys = [primary, *keys]
+    elif primary is not None:
+        keys = [primary, *(k for k in keys if k != primary)]
+    ckey = cluster_key(records, options)
+    outcomes = Counter(r.outcome for r in records)
+    errors = {k: v for k, v in outcomes.items() if k != "graded"}
+    n_errors = sum(errors.values())
+    counts = _success_counts(records, primary, options)
+    n_scored_primary = sum(n for n, _ in counts.values())
+    successes = sum(c for _, c in counts.values())
+    scored_runs = {r.attempt for r in records if primary and score(r, primary, options) is not None}
+    return GroupMetrics(
+        errors_as=options.errors_as,
+        threshold=options.threshold,
+        primary=primary,
+        n_trials=len(records),
+        n_graded=outcomes.get("graded", 0),
+        n_scored=n_scored_primary,
+        n_tasks=len({r.task for r in records}),
+        n_runs=len(scored_runs),
+        outcomes=dict(sorted(outcomes.items())),
+        errors=dict(sorted(errors.items())),
+        n_errors=n_errors,
+        error_rate=n_errors / len(records) if records else None,
+        agent_errors=dict(
+            sorted(Counter(r.agent_error for r in records if r.graded and r.agent_error).items())
+        ),
+        rewards={k: _reward_stats(records, k, options, ckey) for k in keys},
+        success_rate=successes / n_scored_primary if n_scored_primary else None,
+        pass_k=_pass_k(counts),
+        cost=_cost(records),
+        duration=_duration(records),
+    )
+
+
+def breakdown(records: Sequence[TrialRecord], key: str, options: MetricOptions) -> Breakdown:
+    """Metrics per value of a task metadata key (split, category, ...)."""
+    groups: dict[str, list[TrialRecord]] = defaultdict(list)
+    for r in records:
+        groups[group_value(r.metadata, key)].append(r)
+    return Breakdown(
+        key=key, groups={g: group_metrics(rs, options) for g, rs in sorted(groups.items())}
+    )
+
+
+def task_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> list[TaskMetrics]:
+    keys = reward_keys(records)
+    primary = primary_key(keys, options)
+    by_task: dict[str, list[TrialRecord]] = defaultdict(list)
+    for r in records:
+        by_task[r.task].append(r)
+    out = []
+    for task in sorted(by_task):
+        rs = sorted(by_task[task], key=lambda r: r.attempt)
+        per_key: dict[str, float | None] = {}
+        for k in keys:
+            per_key[k] = mean([v for r in rs if (v := score(r, k, options)) is not None])
+        n, c = _success_counts(rs, primary, options).get(task, (0, 0))
+        out.append(
+            TaskMetrics(
+                task=task,
+                metadata=dict(rs[0].metadata),
+                n_trials=len(rs),
+                n_scored=n,
+                n_errors=sum(1 for r in rs if not r.graded),
+                successes=c,
+                mean=per_key.get(primary) if primary else None,
+                rewards=per_key,
+                pass_at_k={str(k): pass_at_k(n, c, k) for k in range(1, n + 1)},
+                trials=[
+                    TrialRef(
+                        trial_name=r.trial_name,
+                        folder=r.folder,
+                        attempt=r.attempt,
+                        outcome=r.outcome,
+                        reward=r.rewards.get(primary) if r.rewards and primary else None,
+                        rewards=dict(r.rewards) if r.rewards else None,
+                        duration_sec=r.duration_sec,
+                        cost_usd=r.cost_usd,
+                        agent_error=r.agent_error,
+                        error=r.error_message,
+                    )
+                    for r in rs
+                ],
+            )
+        )
+    return out
+
+
+def job_metrics(
+    job_id: str,
+    records: Sequence[TrialRecord],
+    options: MetricOptions,
+    *,
+    by: str | None = None,
+    **info: Any,
+) -> JobMetrics:
+    """`info`: name, agent, model, status, path, n_planned (descriptive, from job.json)."""
+    return JobMetrics(
+        job_id=job_id,
+        overall=group_metrics(records, options),
+        breakdown=breakdown(records, by, options) if by else None,
+        tasks=task_metrics(records, options),
+        **info,
+    )
+
+
+def task_means(
+    records: Sequence[TrialRecord], key: str, options: MetricOptions
+) -> dict[str, float]:
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        v = score(r, key, options)
+        if v is not None:
+            by_task[r.task].append(v)
+    return {t: math.fsum(v) / len(v) for t, v in by_task.items()}
+
+
+def paired_difference(
+    a_id: str,
+    a: Sequence[TrialRecord],
+    b_id: str,
+    b: Sequence[TrialRecord],
+    key: str,
+    options: MetricOptions,
+) -> PairedDifference:
+    """a minus b, paired by task: d_i = mean_a(i) - mean_b(i) over common tasks,
+    SE = sd(d) / sqrt(n), t interval on n - 1 df."""
+    ma, mb = task_means(a, key, options), task_means(b, key, options)
+    common = sorted(set(ma) & set(mb))
+    diffs = [ma[t] - mb[t] for t in common]
+    return PairedDifference(
+        a=a_id,
+        b=b_id,
+        key=key,
+        n_common=len(common),
+        n_only_a=len(set(ma) - set(mb)),
+        n_only_b=len(set(mb) - set(ma)),
+        mean_a=mean([ma[t] for t in common]),
+        mean_b=mean([mb[t] for t in common]),
+        difference=mean_se(diffs, "paired", options.confidence),
+    )

@@ -1,0 +1,78 @@
+"""The flat trial record that every metric is computed from, built from a TrialResult."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crucible.agents.models.pricing import ModelPrice
+from crucible.engine.results import TrialResult
+from crucible.metrics.cost import CostSource, TokenUsage, rollout_cost
+
+GRADED = "graded"
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    task: str
+    attempt: int  # 0-based; attempt i of every task forms run i
+    outcome: str = GRADED  # "graded" or an ErrorKind value
+    rewards: Mapping[str, float] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    trial_name: str = ""
+    folder: str | None = None  # the trial's folder name inside the job folder
+    duration_sec: float | None = None
+    agent_sec: float | None = None
+    cost_usd: float | None = None
+    cost_source: CostSource | None = None
+    tokens: TokenUsage | None = None
+    agent_error: str | None = None  # the agent failed at the task (still graded)
+    error_message: str | None = None
+    retries: int = 0
+
+    @property
+    def graded(self) -> bool:
+        return self.outcome == GRADED
+
+
+def _duration(start: Any, end: Any) -> float | None:
+    if start is None or end is None:
+        return None
+    seconds: float = (end - start).total_seconds()
+    return max(seconds, 0.0)
+
+
+def record_from_result(
+    r: TrialResult,
+    *,
+    folder: str | None = None,
+    model: str | None = None,
+    prices: Mapping[str, ModelPrice] | None = None,
+) -> TrialRecord:
+    """`model` is the job's model, used when the trial's agent_info names none."""
+    info_model = r.agent_info.model_info.name if r.agent_info.model_info else None
+    cost, source = rollout_cost(r.agent_result, info_model or model, prices)
+    metadata = dict(r.task_metadata)
+    if r.source is not None:
+        metadata.setdefault("source", r.source)
+    ar = r.agent_result
+    return TrialRecord(
+        task=r.task_name,
+        attempt=r.attempt,
+        outcome=r.outcome,
+        rewards=dict(r.verifier_result.rewards)
+        if r.verifier_result and r.verifier_result.rewards is not None
+        else None,
+        metadata=metadata,
+        trial_name=r.trial_name,
+        folder=folder,
+        duration_sec=_duration(r.started_at, r.finished_at),
+        agent_sec=r.agent_execution.duration_sec if r.agent_execution else None,
+        cost_usd=cost,
+        cost_source=source,
+        tokens=TokenUsage.from_agent_result(ar),
+        agent_error=ar.error.type if ar and ar.error else None,
+        error_message=r.error.message if r.error else None,
+        retries=r.retries,
+    )

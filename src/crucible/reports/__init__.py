@@ -1,0 +1,1 @@
+"""Reports over jobs: tables, the HTML report and the local web viewer."""
