@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from math import comb
 
 from crucible.engine.results import TrialResult
+from crucible.metrics.passk import pass_at_k
 from crucible.store.layout import JobSummary
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k (Chen et al., 2021): 1 - C(n-c, k) / C(n, k)."""
-    if k > n:
-        raise ValueError("k must not exceed n")
-    if n - c < k:
-        return 1.0
-    return 1.0 - comb(n - c, k) / comb(n, k)
 
 
 def summarize(
@@ -36,7 +27,7 @@ def summarize(
     if per_task:
         max_k = min(len(v) for v in per_task.values())
         for k in range(1, max_k + 1):
-            vals = [pass_at_k(len(v), sum(v), k) for v in per_task.values()]
+            vals = [pass_at_k(len(v), sum(v), k) or 0.0 for v in per_task.values()]
             passk[f"pass@{k}"] = sum(vals) / len(vals)
     return JobSummary(
         job_id=job_id,
