@@ -21,9 +21,9 @@ from crucible.agents.base import Agent
 from crucible.engine.results import TrialResult, utcnow
 from crucible.engine.scheduler import Scheduler, backoff_delay
 from crucible.engine.summary import summarize
-from crucible.engine.trial import TrialPlan, run_trial, trial_name_for
-from crucible.errors import RETRYABLE, ErrorKind, TaskInvalid
-from crucible.sandboxes.base import Provider
+from crucible.engine.trial import TrialPlan, build_spec, run_trial, trial_name_for
+from crucible.errors import RETRYABLE, CrucibleError, ErrorKind
+from crucible.sandboxes.base import Provider, SandboxSpec
 from crucible.sandboxes.ratelimit import StartGate
 from crucible.store.index import BatchWriter, Index
 from crucible.store.layout import (
@@ -219,7 +219,9 @@ class JobRunner:
         if self.options.job_timeout_sec:
             watchers.append(asyncio.create_task(self._job_deadline(self.options.job_timeout_sec)))
         try:
-            await self.provider.prepare([])  # provider-wide warm-up (image builds use specs)
+            # Images are built once per job, before the fan-out; a failed build
+            # surfaces again at create() as that task's task_invalid.
+            await self.provider.prepare(self._prepare_specs(todo))
             workers = [
                 asyncio.create_task(self._worker(sched))
                 for _ in range(min(limit, max(1, len(todo))))
@@ -291,6 +293,17 @@ class JobRunner:
             start_gate=self.start_gate,
         )
 
+    def _prepare_specs(self, todo: list[TrialPlan]) -> list[SandboxSpec]:
+        specs: dict[str, SandboxSpec] = {}
+        for plan in todo:
+            if plan.task.name in specs:
+                continue
+            try:
+                specs[plan.task.name] = build_spec(plan, self.agent, self.cfg.env_params)
+            except CrucibleError:
+                continue  # the trial itself reports it
+        return list(specs.values())
+
     def _should_retry(self, result: TrialResult, retries: int) -> bool:
         if result.graded or self._cancelled or retries >= self.options.max_retries:
             return False
@@ -356,7 +369,3 @@ class JobRunner:
         self.log.warning(f"job time limit of {seconds:g}s reached")
         self.cancel()
 
-
-def validate_tasks_for_job(tasks: list[Task]) -> None:
-    if not tasks:
-        raise TaskInvalid("no tasks to run")
