@@ -1,0 +1,1 @@
+"""Reading jobs from another terminal: queries, logs, trace export and cancel for `crucible runs`."""
