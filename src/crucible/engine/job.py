@@ -237,13 +237,14 @@ class JobRunner:
             await self.writer.close()
             summary = self.summary(status)
             write_json_atomic(self.job_dir / "result.json", dump(summary))
-            index.set_job_status(self.cfg.job_id, status)
-            index.close()
+            # The last log line goes first: followers stop once the status is final.
             self.log.info(
                 f"job {status}: {summary.n_done}/{summary.n_trials} trials, "
                 f"outcomes {summary.outcomes}, mean reward {summary.mean_reward}"
             )
             self.log.close()
+            index.set_job_status(self.cfg.job_id, status)
+            index.close()
         return summary
 
     async def _worker(self, sched: Scheduler[tuple[TrialPlan, int]]) -> None:
