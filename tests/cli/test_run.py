@@ -89,3 +89,12 @@ def test_help_is_fast_and_imports_no_sdk() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     line = [ln for ln in res.stderr.splitlines() if ln.startswith("IMPORTED")][0]
     assert "[]" in line, line
+
+
+def test_usage_errors_are_json_under_json_on_every_command() -> None:
+    for argv in (["run", "--bogus"], ["report", "--bogus"], ["tasks", "check", "--bogus"],
+                 ["sandboxes", "check", "--bogus"], ["docs", "query", "--bogus"], ["runs", "get"]):  # fmt: skip
+        res = crucible(*argv, "--json")
+        assert res.returncode == 2, argv
+        err = json.loads(res.stderr.strip().splitlines()[-1])
+        assert err["error"] == "usage" and err["message"], argv

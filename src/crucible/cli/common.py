@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand
 
 from crucible.errors import AuthError, CrucibleError, ExitCode, ProviderUnavailable
 
@@ -54,3 +55,35 @@ def fail_from(exc: CrucibleError, *, as_json: bool = False) -> NoReturn:
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()
+
+
+try:  # typer >= 0.22 ships its own copy of click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click.exceptions import UsageError  # type: ignore[assignment,no-redef]
+
+
+class JsonUsageCommand(TyperCommand):
+    """A command whose usage errors are a JSON object on stderr when --json is given.
+
+    Exit code stays 2 (click's usage code), with or without --json.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        want_json = "--json" in args
+        try:
+            return super().parse_args(ctx, args)
+        except UsageError as exc:
+            if not want_json:
+                raise
+            sys.stderr.write(
+                json.dumps(
+                    {
+                        "error": "usage",
+                        "message": exc.format_message(),
+                        "hint": f"see `{ctx.command_path} --help`",
+                    }
+                )
+                + "\n"
+            )
+            raise typer.Exit(ExitCode.USAGE) from exc

@@ -6,8 +6,9 @@ from __future__ import annotations
 import importlib
 
 import typer
+from typer.core import TyperCommand
 
-from crucible.cli.common import EXIT_CODES_HELP
+from crucible.cli.common import EXIT_CODES_HELP, JsonUsageCommand
 
 app = typer.Typer(
     name="crucible",
@@ -41,6 +42,19 @@ for _name in COMMAND_MODULES:
             raise
         continue
     _mod.register(app)
+
+
+def _json_usage_errors(typer_app: typer.Typer) -> None:
+    """Every command reports usage errors as JSON under --json (exit code 2)."""
+    for info in typer_app.registered_commands:
+        if info.cls in (None, TyperCommand):
+            info.cls = JsonUsageCommand
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _json_usage_errors(group.typer_instance)
+
+
+_json_usage_errors(app)
 
 
 def main() -> None:

@@ -20,45 +20,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from typer.core import TyperCommand
 
-from crucible.cli.common import EXIT_CODES_HELP, JsonOpt, console, err_console, fail, print_json
+from crucible.cli.common import (
+    EXIT_CODES_HELP,
+    JsonOpt,
+    JsonUsageCommand,
+    console,
+    err_console,
+    fail,
+    print_json,
+)
 from crucible.errors import ExitCode
 
 if TYPE_CHECKING:
     from crucible.runs.query import JobRecord, JobsDir
-
-try:  # typer >= 0.22 ships its own copy of click
-    from typer._click.exceptions import UsageError
-except ImportError:  # pragma: no cover - older typer on plain click
-    from click.exceptions import UsageError  # type: ignore[assignment,no-redef]
-
-
-class JsonUsageCommand(TyperCommand):
-    """A command whose usage errors are a JSON object on stderr when --json is given.
-
-    Exit code stays 2 (click's usage code), with or without --json.
-    """
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        want_json = "--json" in args
-        try:
-            return super().parse_args(ctx, args)
-        except UsageError as exc:
-            if not want_json:
-                raise
-            sys.stderr.write(
-                json.dumps(
-                    {
-                        "error": "usage",
-                        "message": exc.format_message(),
-                        "hint": f"see `{ctx.command_path} --help`",
-                    }
-                )
-                + "\n"
-            )
-            raise typer.Exit(ExitCode.USAGE) from exc
-
 
 runs_app = typer.Typer(
     name="runs",
