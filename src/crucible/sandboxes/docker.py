@@ -1,0 +1,282 @@
+"""The `docker` provider: one long-lived container per trial, through the Docker Engine API.
+
+Uses the docker SDK (sync) on the provider's own thread pool. A container runs
+docker-init as pid 1 and a sleeping keeper under it; commands are execs.
+Limits: cpus (nano_cpus), memory with no swap, pids, disk size where the
+storage driver supports it; no network unless the task asks for it; every
+capability a task should not need dropped, and no-new-privileges. Nothing of
+the host's environment goes in: only spec.env.
+
+Honours DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH (or `--env-param host=...`);
+`--env-param image=NAME` is the image for specs that name none (default debian:bookworm-slim).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import re
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from crucible.errors import ProviderUnavailable, ResourcesUnavailable, SandboxFailed
+from crucible.sandboxes.base import Provider, ProviderCapabilities, SandboxSpec
+from crucible.sandboxes.docker_build import ImageCache, spec_image_key
+from crucible.sandboxes.docker_exec import KEEPER_CMD
+from crucible.sandboxes.docker_sandbox import DockerSandbox, sdk, short
+
+log = logging.getLogger(__name__)
+
+LABEL_JOB = "crucible.job"
+LABEL_TRIAL = "crucible.trial"
+LABEL_TASK = "crucible.task"
+LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+
+# Kept: CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP,
+# NET_BIND_SERVICE (package installs and servers in tasks need them).
+CAP_DROP = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SYS_CHROOT", "SETFCAP"]
+
+DEFAULT_IMAGE = "debian:bookworm-slim"  # scripts/setup-docker.sh makes it where no registry is
+
+HINT_ENGINE = (
+    "start the engine (sudo dockerd &, or systemctl start docker), point DOCKER_HOST at "
+    "a running one, or run scripts/setup-docker.sh"
+)
+
+
+class DockerProvider(Provider):
+    """Sandboxes as Docker containers on the engine DOCKER_HOST names (or the local socket)."""
+
+    name = "docker"
+    default_concurrency = 8
+
+    def __init__(self, host: str | None = None, image: str = DEFAULT_IMAGE, **params: str) -> None:
+        self._host = host
+        self._default_image = image
+        if params:
+            log.warning("docker provider ignores unknown parameter(s): %s", ", ".join(params))
+        self._pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="crucible-docker")
+        self._api: Any = None
+        self._api_lock = asyncio.Lock()
+        self._images: ImageCache | None = None
+        self._info: dict[str, Any] | None = None
+        self._storage_ok: bool | None = None  # None: not tried yet
+
+    # -- plumbing ---------------------------------------------------------------
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    def _where(self) -> str:
+        import os
+
+        return self._host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+    async def api(self) -> Any:
+        """The low-level client, made (and the engine pinged) on first use."""
+        if self._api is not None:
+            return self._api
+        async with self._api_lock:
+            if self._api is None:
+                self._api = await self._connect()
+                self._images = ImageCache(self._api, self._call)
+        return self._api
+
+    async def _connect(self) -> Any:
+        docker = sdk()
+
+        def connect() -> Any:
+            kwargs = docker.utils.kwargs_from_env()
+            if self._host:
+                kwargs["base_url"] = self._host
+            api = docker.APIClient(timeout=60, max_pool_size=64, **kwargs)
+            api.ping()
+            self._info = api.info()
+            return api
+
+        try:
+            api = await asyncio.wait_for(self._call(connect), 30)
+        except (TimeoutError, docker.errors.DockerException, OSError) as e:
+            raise ProviderUnavailable(
+                f"no Docker engine answers at {self._where()}: {short(e)}", hint=HINT_ENGINE
+            ) from e
+        return api
+
+    @property
+    def images(self) -> ImageCache:
+        assert self._images is not None, "call api() first"
+        return self._images
+
+    # -- Provider ---------------------------------------------------------------
+
+    async def preflight(self) -> None:
+        await self.api()
+
+    def capabilities(self) -> ProviderCapabilities:
+        runtimes = (self._info or {}).get("Runtimes") or {}
+        # The engine does not say how many GPUs it has; with the NVIDIA runtime
+        # present, a request is passed through and the engine refuses what it lacks.
+        gpus = 8 if "nvidia" in runtimes else 0
+        return ProviderCapabilities(
+            gpus=gpus,
+            network_allowlist=False,
+            isolation=(
+                "Docker container: namespaces; cgroup limits on cpus, memory (no swap) and pids; "
+                "disk size only on storage drivers with quotas; capabilities dropped, "
+                "no-new-privileges; network off unless the task asks for it"
+            ),
+        )
+
+    async def prepare(self, specs: list[SandboxSpec]) -> None:
+        """Resolve every distinct image up front; failures surface again in create()."""
+        await self.api()
+        seen: dict[Any, SandboxSpec] = {}
+        for spec in specs:
+            key = spec_image_key(spec)
+            if key is not None:
+                seen.setdefault(key, spec)
+        results = await asyncio.gather(
+            *(self.images.resolve(s) for s in seen.values()), return_exceptions=True
+        )
+        for spec, res in zip(seen.values(), results, strict=True):
+            if isinstance(res, BaseException):
+                log.warning("image for task %s: %s", spec.task_name, short(res))
+
+    async def create(self, spec: SandboxSpec) -> DockerSandbox:
+        docker = sdk()
+        api = await self.api()
+        if spec.network == "allowlist":
+            raise ResourcesUnavailable(
+                "the docker provider cannot enforce a network allowlist",
+                hint="run the task with network 'public' or 'none', or on a provider with allowlists",
+            )
+        device_requests = None
+        if spec.gpus > 0:
+            if "nvidia" not in ((self._info or {}).get("Runtimes") or {}):
+                raise ResourcesUnavailable(
+                    f"task asks for {spec.gpus} GPU(s) but this Docker engine has no NVIDIA runtime",
+                    hint="install nvidia-container-toolkit on the engine host",
+                )
+            device_requests = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
+
+        if not spec.image and spec.dockerfile_dir is None:
+            # A spec naming no image (the conformance suite, ad-hoc sandboxes) gets the base one.
+            spec = spec.model_copy(update={"image": self._default_image})
+        try:
+            image = await self.images.resolve(spec)
+            image_user = await self.images.user_of(image)
+        except (docker.errors.DockerException, OSError) as e:
+            raise SandboxFailed(f"the engine failed while looking up the image: {short(e)}") from e
+
+        storage_opt = None
+        if spec.storage_mb and self._storage_supported():
+            storage_opt = {"size": f"{spec.storage_mb}M"}
+
+        def host_config(storage: dict[str, str] | None) -> Any:
+            return api.create_host_config(
+                init=True,
+                nano_cpus=int(spec.cpus * 1e9),
+                mem_limit=f"{spec.memory_mb}m",
+                memswap_limit=f"{spec.memory_mb}m",  # equal: no swap
+                pids_limit=spec.pids_limit,
+                network_mode="bridge" if spec.network == "public" else "none",
+                cap_drop=CAP_DROP,
+                security_opt=["no-new-privileges"],
+                storage_opt=storage,
+                device_requests=device_requests,
+            )
+
+        labels = {LABEL_JOB: spec.job_id, LABEL_TRIAL: spec.trial_id, LABEL_TASK: spec.task_name}
+        name = f"crucible-{_slug(spec.trial_id)}-{secrets.token_hex(3)}"
+
+        def make(storage: dict[str, str] | None) -> str:
+            created = api.create_container(
+                image,
+                # As the entrypoint, so an image's own ENTRYPOINT cannot replace the keeper
+                # (its CMD, if any, only becomes unused arguments of the keeper's shell).
+                entrypoint=KEEPER_CMD,
+                name=name,
+                hostname="sandbox",
+                user="0",  # see DockerSandbox.default_user
+                working_dir=spec.workdir,
+                environment=dict(spec.env),
+                labels=labels,
+                host_config=host_config(storage),
+                use_config_proxy=False,  # the host's proxy settings stay on the host
+            )
+            cid: str = created["Id"]
+            return cid
+
+        try:
+            try:
+                cid = await self._call(make, storage_opt)
+            except docker.errors.APIError as e:
+                if storage_opt is None or not _is_storage_error(e):
+                    raise
+                log.info("storage quota refused by the engine; disk size not enforced: %s", e)
+                self._storage_ok = False
+                cid = await self._call(make, None)
+        except docker.errors.APIError as e:
+            raise SandboxFailed(f"the engine refused to create a container: {short(e)}") from e
+        except (docker.errors.DockerException, OSError) as e:
+            raise SandboxFailed(f"lost the engine while creating a container: {short(e)}") from e
+
+        sandbox = DockerSandbox(self, spec, cid, name, default_user=image_user)
+        try:
+            from crucible.sandboxes.docker_files import dirs_tar
+
+            # Before start: no process needed, and /logs is there before anything runs.
+            await self._call(api.put_archive, cid, "/", dirs_tar(("/logs", *LOG_DIRS)))
+            await self._call(api.start, cid)
+        except BaseException as e:
+            await sandbox.close()
+            if isinstance(e, docker.errors.DockerException | OSError):
+                raise SandboxFailed(f"the container did not start: {short(e)}") from e
+            raise
+        return sandbox
+
+    def _storage_supported(self) -> bool:
+        if self._storage_ok is not None:
+            return self._storage_ok
+        info = self._info or {}
+        driver = str(info.get("Driver", ""))
+        status = dict(info.get("DriverStatus") or [])
+        if driver == "overlay2":
+            # Needs xfs mounted with pquota; the engine's refusal tells us about pquota.
+            return str(status.get("Backing Filesystem", "")).lower() == "xfs"
+        return driver in {"btrfs", "zfs", "devicemapper", "windowsfilter"}
+
+    async def cleanup(self, job_id: str | None = None) -> int:
+        docker = sdk()
+        api = await self.api()
+        label = f"{LABEL_JOB}={job_id}" if job_id is not None else LABEL_JOB
+        found = await self._call(api.containers, all=True, filters={"label": label})
+        removed = 0
+        for c in found:
+            try:
+                await self._call(api.remove_container, c["Id"], force=True, v=True)
+                removed += 1
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as e:
+                if "already in progress" not in str(e):
+                    raise SandboxFailed(f"could not remove container {c['Id'][:12]}: {e}") from e
+        return removed
+
+    async def aclose(self) -> None:
+        if self._api is not None:
+            api, self._api = self._api, None
+            await self._call(api.close)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_.-]+", "-", s).strip("-.")[:48] or "trial"
+
+
+def _is_storage_error(e: BaseException) -> bool:
+    text = str(e).lower()
+    return "storage-opt" in text or "storage opt" in text or "quota" in text
