@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "tasks"
 
@@ -87,7 +89,7 @@ def test_help_is_fast_and_imports_no_sdk() -> None:
             "bad=[m for m in ('modal','docker','httpx','sqlite3','crucible.engine.job') if m in sys.modules]\n"
             "print('IMPORTED', bad, time.perf_counter()-t, file=sys.stderr)")  # fmt: skip
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
-    line = [ln for ln in res.stderr.splitlines() if ln.startswith("IMPORTED")][0]
+    line = next(ln for ln in res.stderr.splitlines() if ln.startswith("IMPORTED"))
     assert "[]" in line, line
 
 
@@ -98,3 +100,20 @@ def test_usage_errors_are_json_under_json_on_every_command() -> None:
         assert res.returncode == 2, argv
         err = json.loads(res.stderr.strip().splitlines()[-1])
         assert err["error"] == "usage" and err["message"], argv
+
+
+@pytest.mark.docker
+def test_examples_on_docker_match_local_reward_for_reward(tmp_path: Path, docker_engine: None) -> None:
+    def rewards(env: str, agent: str) -> dict[str, object]:
+        res = crucible("run", str(EXAMPLES), "--env", env, "--agent", agent, "-c", "4",
+                       "--jobs-dir", str(tmp_path / env), "--job-name", agent, "--json")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        out = {}
+        for path in sorted((tmp_path / env / agent).glob("*/result.json")):
+            r = json.loads(path.read_text())
+            out[r["task_name"]] = (r["outcome"], (r["verifier_result"] or {}).get("rewards"))
+        return out
+
+    for agent in ("oracle", "nop"):
+        local, docker = rewards("local", agent), rewards("docker", agent)
+        assert len(local) == 5 and docker == local, agent
