@@ -180,7 +180,7 @@ def test_environment_needs_dockerfile_or_image(make_task: MakeTask) -> None:
 
     with_image = make_task(
         "img",
-        toml='[environment]\ndocker_image = "debian:bookworm-slim"\n',
+        toml='[environment]\ndocker_image = "debian:bookworm-slim"\nnetwork_mode = "public"\n',
         files={"environment/Dockerfile": None},
     )
     assert validate_task(with_image) == []
@@ -236,7 +236,10 @@ def test_unknown_keys_are_warnings_with_lines(make_task: MakeTask) -> None:
 
 
 def test_metadata_is_free_form(make_task: MakeTask) -> None:
-    root = make_task(toml="[metadata]\nanything = 1\n[metadata.nested]\nok = true\n")
+    root = make_task(
+        toml="[metadata]\nanything = 1\n[metadata.nested]\nok = true\n"
+        '[environment]\nnetwork_mode = "no-network"\n'
+    )
     assert validate_task(root) == []
 
 
@@ -283,8 +286,22 @@ def test_unsupported_features_are_refused(
 
 
 def test_shared_verifier_and_linux_are_fine(make_task: MakeTask) -> None:
-    root = make_task(toml="[verifier]\nenvironment_mode = 'shared'\n[environment]\nos = 'linux'\n")
-    assert validate_task(root) == []
+    root = make_task(
+        toml="[verifier]\nenvironment_mode = 'shared'\n[environment]\nos = 'linux'\n"
+        "allow_internet = false\n"
+    )
+    assert [p.message for p in validate_task(root)] == [
+        "environment.allow_internet is deprecated; use environment.network_mode (migrated)"
+    ]
+
+
+def test_unset_network_is_a_warning_and_means_no_network(make_task: MakeTask) -> None:
+    root = make_task(toml="[metadata]\nx = 1\n")
+    check = check_task(root)
+    assert check.valid
+    assert only(check.problems, "network_mode is not set").severity == "warning"
+    assert check.task is not None
+    assert check.task.config.environment.resolved_network().value == "no-network"
 
 
 def test_docker_compose_environment_is_refused(make_task: MakeTask) -> None:

@@ -405,6 +405,20 @@ def _check_scripts(task_dir: Path, check: TaskCheck) -> None:
 
 def _check_environment(task_dir: Path, config: TaskConfig | None, check: TaskCheck) -> str | None:
     env_dir = task_dir / "environment"
+    if config is not None:
+        env = config.environment
+        if env.network_mode is None and env.allow_internet is None:
+            check.problems.append(
+                Problem(
+                    path=task_dir / TASK_TOML,
+                    message=(
+                        "environment.network_mode is not set: crucible runs this task without "
+                        'network (Harbor\'s default would allow it); set network_mode = "public" '
+                        'if the task needs the network, or "no-network" to say it does not'
+                    ),
+                    severity="warning",
+                )
+            )
     for compose in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml"):
         if (env_dir / compose).is_file():
             check.problems.append(
