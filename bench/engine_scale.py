@@ -36,7 +36,9 @@ def make_tasks(root: Path, n: int) -> list:
 
 
 async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--trials", type=int, default=10_000)
     ap.add_argument("--tasks", type=int, default=100)
     ap.add_argument("--concurrency", type=int, default=2_000)
@@ -71,14 +73,18 @@ async def main() -> None:
         conn.close()
         assert runner.writer is not None
         print(f"trials              {summary.n_trials} ({len(tasks)} tasks x {attempts} attempts)")
-        print(f"concurrency         {args.concurrency}, start latency {args.start_latency}s, fail rate {args.fail_rate:.0%}")
+        print(
+            f"concurrency         {args.concurrency}, start latency {args.start_latency}s, fail rate {args.fail_rate:.0%}"
+        )
         print(f"outcomes            {summary.outcomes}")
         print(f"retries             {summary.n_retries}  (creations failed: {provider.failed})")
         print(f"mean reward         {summary.mean_reward}")
         print(f"wall time           {wall:.2f} s   (target <= 10 s)")
         print(f"peak RSS            {peak_mb:.0f} MB  (target <= 500 MB)")
         print(f"index rows          {rows[0]} ({rows[1]} distinct)")
-        print(f"index writes/s      {runner.writer.rows_written / wall:.0f} rows/s in {runner.writer.batches} batches")
+        print(
+            f"index writes/s      {runner.writer.rows_written / wall:.0f} rows/s in {runner.writer.batches} batches"
+        )
         print(f"trials/s            {summary.n_done / wall:.0f}")
     finally:
         if not args.keep:

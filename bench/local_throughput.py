@@ -81,7 +81,9 @@ async def crucible_rate(n: int, concurrency: int, work: Path) -> float:
 
 
 async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("-n", "--trials", type=int, default=200)
     ap.add_argument("-c", "--concurrency", type=int, default=4)
     args = ap.parse_args()

@@ -45,5 +45,3 @@ def docker_engine() -> None:
     if in_ci():
         pytest.fail(f"CI needs a Docker engine, and {problem}; {SETUP_HINT}", pytrace=False)
     pytest.skip(f"{problem}; {SETUP_HINT}")
-
-

@@ -48,11 +48,24 @@ def test_examples_oracle_and_nop_with_attempts(tmp_path: Path) -> None:
     assert set(two["verifier_result"]["rewards"]) == {"reward", "recall"}
 
     conn = sqlite3.connect(jobs / "index.sqlite")
-    assert conn.execute("SELECT status, n_trials FROM jobs WHERE job_id='oracle'").fetchone() == ("completed", 10)
+    assert conn.execute("SELECT status, n_trials FROM jobs WHERE job_id='oracle'").fetchone() == (
+        "completed",
+        10,
+    )
     assert conn.execute("SELECT COUNT(*) FROM trials WHERE job_id='oracle'").fetchone()[0] == 10
     conn.close()
 
-    nop = crucible("run", str(EXAMPLES), "--agent", "nop", "--jobs-dir", str(jobs), "--job-name", "nop", "--json")
+    nop = crucible(
+        "run",
+        str(EXAMPLES),
+        "--agent",
+        "nop",
+        "--jobs-dir",
+        str(jobs),
+        "--job-name",
+        "nop",
+        "--json",
+    )
     assert nop.returncode == 0, nop.stderr
     s = json.loads(nop.stdout)
     assert s["mean_reward"] == 0.0 and s["outcomes"] == {"graded": 4, "verifier_failed": 1}
@@ -75,7 +88,9 @@ def test_cannot_run_exit_codes(tmp_path: Path) -> None:
     assert json.loads(missing.stderr.strip().splitlines()[-1])["error"] == "task_invalid"
     bad_env = crucible("run", str(EXAMPLES), "--env", "nope", "--jobs-dir", str(tmp_path), "--json")
     assert bad_env.returncode == 2 and "unknown provider" in bad_env.stderr
-    bad_agent = crucible("run", str(EXAMPLES), "--agent", "nope", "--jobs-dir", str(tmp_path), "--json")
+    bad_agent = crucible(
+        "run", str(EXAMPLES), "--agent", "nope", "--jobs-dir", str(tmp_path), "--json"
+    )
     assert bad_agent.returncode == 2 and "unknown agent" in bad_agent.stderr
     no_resume = crucible("run", "--resume", "ghost", "--jobs-dir", str(tmp_path), "--json")
     assert no_resume.returncode == 3
@@ -103,7 +118,9 @@ def test_usage_errors_are_json_under_json_on_every_command() -> None:
 
 
 @pytest.mark.docker
-def test_examples_on_docker_match_local_reward_for_reward(tmp_path: Path, docker_engine: None) -> None:
+def test_examples_on_docker_match_local_reward_for_reward(
+    tmp_path: Path, docker_engine: None
+) -> None:
     def rewards(env: str, agent: str) -> dict[str, object]:
         res = crucible("run", str(EXAMPLES), "--env", env, "--agent", agent, "-c", "4",
                        "--jobs-dir", str(tmp_path / env), "--job-name", agent, "--json")  # fmt: skip

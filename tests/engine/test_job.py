@@ -67,7 +67,9 @@ async def test_injected_faults_retry_and_never_become_zero(task_root: Path, tmp_
     assert ref.results  # the reference ran too
 
 
-async def test_faults_exhausting_retries_are_sandbox_failed_not_zero(task_root: Path, tmp_path: Path) -> None:
+async def test_faults_exhausting_retries_are_sandbox_failed_not_zero(
+    task_root: Path, tmp_path: Path
+) -> None:
     runner = await _run(task_root, tmp_path, SimulatedProvider(fail_rate=1.0), attempts=2,
                         max_retries=2, retry_base_sec=0.001, retry_cap_sec=0.001)  # fmt: skip
     results = list(runner.results.values())
@@ -110,7 +112,11 @@ def test_kill_9_at_random_points_then_resume(task_root: Path, tmp_path: Path) ->
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         stop_at = rng.randint(1, 35)
         deadline = time.monotonic() + 30
-        while _count_results(jobs / "j") < stop_at and proc.poll() is None and time.monotonic() < deadline:
+        while (
+            _count_results(jobs / "j") < stop_at
+            and proc.poll() is None
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.005)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -151,7 +157,9 @@ def test_resume_refuses_changed_task(tmp_path: Path) -> None:
     root.mkdir()
     task = scaffold_task("only", root)
     args = ["--jobs-dir", str(tmp_path / "jobs"), "--env", "simulated", "--json"]
-    first = subprocess.run(_cli(str(root), "--job-name", "j", *args), capture_output=True, text=True)
+    first = subprocess.run(
+        _cli(str(root), "--job-name", "j", *args), capture_output=True, text=True
+    )
     assert first.returncode == 0, first.stderr
     (task / "instruction.md").write_text("something else entirely\n")
     again = subprocess.run(_cli("--resume", "j", *args), capture_output=True, text=True)

@@ -54,7 +54,9 @@ WRITE_REWARD_IF_FILE = "if [ -f /app/ok ]; then echo 1 > /logs/verifier/reward.t
 
 async def test_agent_cannot_plant_its_own_reward(tmp_path: Path) -> None:
     # The tests write nothing when they fail; a planted reward must not survive.
-    task = make_task(tmp_path / "task", "[ -f /app/ok ] && echo 1 > /logs/verifier/reward.txt; exit 0")
+    task = make_task(
+        tmp_path / "task", "[ -f /app/ok ] && echo 1 > /logs/verifier/reward.txt; exit 0"
+    )
     agent = ScriptAgent("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt "
                         "&& echo '{\"reward\": 1}' > /logs/verifier/reward.json")  # fmt: skip
     r = await trial(task, agent, tmp_path)
@@ -96,7 +98,9 @@ async def test_tests_absent_during_agent_phase(tmp_path: Path) -> None:
         ("echo 0.5 > /logs/verifier/reward.txt; exit 3", "graded", 0.5),  # exit code does not matter
     ],
 )  # fmt: skip
-async def test_reward_edge_cases(tmp_path: Path, test_sh: str, outcome: str, reward: float | None) -> None:
+async def test_reward_edge_cases(
+    tmp_path: Path, test_sh: str, outcome: str, reward: float | None
+) -> None:
     task = make_task(tmp_path / "task", "mkdir -p /logs/verifier; " + test_sh)
     r = await trial(task, NopAgent(), tmp_path)
     assert (r.outcome, r.reward) == (outcome, reward)

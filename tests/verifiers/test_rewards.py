@@ -32,7 +32,9 @@ def test_reward_json_rejects(text: str, why: str) -> None:
         parse_reward_json(text)
 
 
-@pytest.mark.parametrize("text, value", [("1", 1.0), ("0\n", 0.0), ("  0.25  \n", 0.25), ("-1", -1.0)])
+@pytest.mark.parametrize(
+    "text, value", [("1", 1.0), ("0\n", 0.0), ("  0.25  \n", 0.25), ("-1", -1.0)]
+)
 def test_reward_txt(text: str, value: float) -> None:
     assert parse_reward_txt(text) == {"reward": value}
 

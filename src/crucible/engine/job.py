@@ -369,4 +369,3 @@ class JobRunner:
         self._timed_out = True
         self.log.warning(f"job time limit of {seconds:g}s reached")
         self.cancel()
-
