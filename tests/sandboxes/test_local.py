@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from crucible.errors import ResourcesUnavailable
+from crucible.errors import ResourcesUnavailable, SandboxFailed
 from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.local import LocalProvider, LocalSandbox, gpu_count
 
@@ -39,6 +39,7 @@ async def provider() -> AsyncIterator[LocalProvider]:
     p = LocalProvider()
     await p.preflight()
     yield p
+    await p.aclose()
 
 
 @pytest.fixture
@@ -220,30 +221,140 @@ async def test_gpu_request_is_resources_unavailable(provider: LocalProvider) -> 
         await provider.create(SandboxSpec(gpus=1))
 
 
-async def test_close_is_idempotent_and_removes_everything(provider: LocalProvider) -> None:
-    box = await provider.create(SandboxSpec(job_id="test-close"))
+async def test_close_is_idempotent_and_pool_is_removed_at_aclose(provider: LocalProvider) -> None:
+    box = await provider.create(SandboxSpec(job_id=f"test-close-{uuid.uuid4().hex[:6]}"))
     assert isinstance(box, LocalSandbox)
-    init, scratch, cgroups = box.init_pid, box.scratch, box.cgroup.paths if box.cgroup else []
+    init, ctl, cg = box.init_pid, box.ctl, box.cgroup
     await box.exec("nohup sleep 300 >/dev/null 2>&1 &", timeout=10)
     await box.close()
     await box.close()
-    assert not scratch.exists()
-    assert not any(_exists(c) for c in cgroups)
     assert _dead(init)
+    if cg is not None:  # back in the pool: kept, but empty
+        assert cg.procs() == []
+        assert all(_exists(c) for c in cg.paths)
+    # the next sandbox of the job reuses the slot, limits rewritten only as needed
+    again = await provider.create(SandboxSpec(job_id=box.spec.job_id, memory_mb=300))
+    assert isinstance(again, LocalSandbox) and again.ctl == ctl
+    assert (await again.exec("echo reused", timeout=10)).stdout == "reused\n"
+    if cg is not None and "memory" in cg.dirs and cg.support.version == "v1":
+        limit = cg.dirs["memory"] / "memory.limit_in_bytes"
+        assert limit.read_text().strip() == str(300 << 20)
+    await again.close()
+    await provider.aclose()
+    assert not _exists(ctl)
+    assert not any(_exists(c) for c in (cg.paths if cg else []))
+
+
+async def test_root_is_private_tmpfs_with_storage_limit(provider: LocalProvider) -> None:
+    spec = SandboxSpec(job_id=f"test-tmpfs-{uuid.uuid4().hex[:6]}", storage_mb=8)
+    async with await provider.create(spec) as box:
+        r = await box.exec("stat -f -c %T /; head -c 20000000 /dev/zero > /app/big", timeout=20)
+        assert r.stdout.split()[0] == "tmpfs"
+        assert r.exit_code != 0 and "No space left" in r.stderr
+        # the next sandbox starts from a clean root
+    async with await provider.create(spec) as box:
+        assert (await box.exec("ls /app | wc -l", timeout=10)).stdout.strip() == "0"
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "kill -9 1",
+        "kill -9 -1",
+        "pkill -9 sh; pkill -9 bash",
+        # every process found through /proc, pid 1 included
+        "for p in /proc/[0-9]*; do kill -9 ${p#/proc/}; done",
+        "for s in $(seq 1 31) $(seq 34 64); do kill -$s 1; done",
+        "kill -STOP 1",
+    ],
+)
+async def test_agent_cannot_kill_the_exec_server(sb: LocalSandbox, attack: str) -> None:
+    r = await sb.exec(attack, timeout=10)
+    assert not r.timed_out and r.duration_sec < 5, r
+    after = await sb.exec("echo alive", timeout=10)
+    assert after.stdout == "alive\n", after
+    bg = await sb.exec("nohup sleep 300 >/dev/null 2>&1 & echo $!", timeout=10)
+    await sb.kill_all()  # still kills every other process
+    assert not (await sb.exec(f"kill -0 {bg.stdout.strip()}", timeout=10)).ok
+
+
+async def test_files_cannot_starve_the_sandbox_of_memory(provider: LocalProvider) -> None:
+    # the root tmpfs counts against memory_mb: it stops short of it (ENOSPC), and
+    # a memory hog on top is what the OOM killer takes, never pid 1
+    spec = SandboxSpec(job_id=f"test-fill-{uuid.uuid4().hex[:6]}", memory_mb=160)
+    async with await provider.create(spec) as sb:
+        fill = await sb.exec("head -c 400000000 /dev/zero > /tmp/fill", timeout=30)
+        assert fill.exit_code != 0 and "No space left" in fill.stderr, fill
+        hog = await sb.exec("python3 -c 'b = bytearray(300 << 20)'", timeout=30)
+        assert hog.exit_code != 0 and not hog.timed_out, hog
+        assert (await sb.exec("echo alive", timeout=10)).stdout == "alive\n"
+
+
+async def test_pid1_is_not_dumpable(sb: LocalSandbox) -> None:
+    # no ptrace of pid 1, no reopening of its fds (request pipe, cgroup file)
+    r = await sb.exec(
+        "ls -l /proc/1/fd/; cat /proc/1/environ; head -c1 /.crucible/init", timeout=10
+    )
+    if not sb.slot.has_init:
+        pytest.skip("no bash to make an unreadable pid 1 from")
+    assert r.stderr.count("Permission denied") >= 3, r
+
+
+async def test_persistent_fork_bomb_cannot_take_the_sandbox(provider: LocalProvider) -> None:
+    spec = SandboxSpec(job_id=f"test-bomb-{uuid.uuid4().hex[:6]}", pids_limit=48)
+    async with await provider.create(spec) as sb:
+        bomb = (
+            "import os, time\nwhile True:\n  try:\n    if os.fork() == 0: time.sleep(1000)\n"
+            "  except OSError: time.sleep(0.0005)\n"
+        )
+        await sb.write_file("/tmp/bomb.py", bomb)
+        r = await sb.exec("nohup python3 /tmp/bomb.py >/dev/null 2>&1 & sleep 1", timeout=10)
+        assert r.ok
+        # the agent's own next command cannot fork: its failure, not a lost sandbox
+        during = await sb.exec("echo during", timeout=2)
+        assert during.timed_out or during.ok
+        await sb.kill_all()
+        assert (await sb.exec("echo after", timeout=10)).stdout == "after\n"
+
+
+async def test_orphans_are_reaped(sb: LocalSandbox) -> None:
+    r = await sb.exec("for i in $(seq 300); do (true &); done; sleep 0.3; echo done", timeout=30)
+    assert r.stdout == "done\n"  # 300 > pids_limit=128: orphans did not pile up as zombies
+    z = await sb.exec("grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l", timeout=10)
+    assert int(z.stdout) <= 1
+
+
+async def test_a_server_that_dies_is_a_lost_sandbox(sb: LocalSandbox) -> None:
+    os.kill(sb.init_pid, 9)  # only the host can do this
+    with pytest.raises(SandboxFailed):
+        await sb.exec("echo hi", timeout=10)
+
+
+async def test_control_dir_is_read_only_inside(sb: LocalSandbox) -> None:
+    r = await sb.exec("touch /.crucible/x || ln -s /etc /.crucible/y", timeout=10)
+    assert r.exit_code != 0 and "Read-only" in r.stderr
+    assert (await sb.exec("echo ok", timeout=10)).ok
 
 
 async def test_cleanup_kills_leftovers_of_a_job(provider: LocalProvider) -> None:
     job = f"test-cleanup-{uuid.uuid4().hex[:8]}"
     boxes = [await provider.create(SandboxSpec(job_id=job, trial_id=f"t{i}")) for i in range(2)]
     inits = [b.init_pid for b in boxes if isinstance(b, LocalSandbox)]
-    # a fresh provider (as after a crash) finds them through the registry
+    # a fresh provider (as after a crash) finds them by their bwrap's name and cgroups
     removed = await LocalProvider().cleanup(job)
     assert removed == 2
     await asyncio.sleep(0.2)
     for pid in inits:
         assert _dead(pid)
     for b in boxes:
+        with pytest.raises(SandboxFailed):
+            await b.exec("true", timeout=5)
         await b.close()  # still fine after cleanup
+    box = await provider.create(SandboxSpec(job_id=job))  # its pool recovers
+    async with box:
+        assert (await box.exec("echo ok", timeout=10)).ok
+    await provider.aclose()
+    assert await LocalProvider().cleanup(job) == 0
 
 
 async def test_rlimit_fallback(tmp_path: Path) -> None:

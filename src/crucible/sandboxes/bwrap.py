@@ -1,7 +1,9 @@
 """Finding bubblewrap and building the argv of one long-lived local sandbox.
 
-The sandbox sees the host's /usr read-only, a curated read-only /etc, a
-private tmpfs root and per-sandbox writable scratch directories bound in.
+The sandbox sees the host's /usr read-only, a curated read-only /etc, and a
+private tmpfs as its root (sized by storage_mb where bwrap has --size; its
+pages are charged to the sandbox's memory cgroup either way), in which bwrap
+itself makes the writable directories (--dir: no host syscalls of ours).
 Nothing else of the host (its /root, /home, /work, /run, /var, /tmp) is
 mounted, and the environment is cleared to an explicit set.
 """
@@ -92,18 +94,34 @@ def bwrap_version(path: str) -> str:
     return out.stdout.strip().removeprefix("bubblewrap ").strip() or "unknown"
 
 
+@functools.cache
+def bwrap_features(path: str) -> frozenset[str]:
+    """Options of this bwrap build we use only when present (--size: 0.10+, --perms: 0.5+)."""
+    try:
+        out = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    text = out.stdout + out.stderr
+    return frozenset(f for f in ("--size", "--perms", "--as-pid-1") if f in text)
+
+
 @dataclass
 class BwrapLayout:
-    """Where the writable scratch directories go inside the sandbox."""
+    """What one sandbox's mount tree holds."""
 
-    binds: dict[str, Path]  # sandbox path -> host scratch dir (writable)
     etc_dir: Path  # etc_snapshot()
     network: bool
     gpu_devices: list[str]
     info_fd: int
+    ro_binds: dict[str, str]  # sandbox path -> host path (read-only)
+    dirs: list[str]  # made inside the root tmpfs, in order (parents first)
+    sticky_dirs: list[str]  # same, mode 1777
+    root_size: int | None = None  # bytes of the root tmpfs (None: unbounded)
+    as_pid_1: bool = True  # the command is the namespace's init (see local.py)
 
 
-def _root_entries() -> list[str]:
+@functools.cache
+def _root_entries() -> tuple[str, ...]:
     args: list[str] = ["--ro-bind", "/usr", "/usr"]
     for name in USR_LINKS:
         host = Path("/") / name
@@ -111,7 +129,7 @@ def _root_entries() -> list[str]:
             args += ["--symlink", os.readlink(host), f"/{name}"]
         elif host.is_dir():
             args += ["--ro-bind", str(host), f"/{name}"]
-    return args
+    return tuple(args)
 
 
 def etc_snapshot(runtime_dir: Path, network: bool) -> Path:
@@ -148,6 +166,7 @@ def etc_snapshot(runtime_dir: Path, network: bool) -> Path:
 def build_argv(
     bwrap: str, layout: BwrapLayout, env: dict[str, str], command: list[str]
 ) -> list[str]:
+    feats = bwrap_features(bwrap)
     argv = [
         bwrap,
         "--unshare-user",
@@ -171,18 +190,21 @@ def build_argv(
     ]
     if not layout.network:
         argv.append("--unshare-net")
-    # "/" first: later mounts land on top of it.
-    binds = sorted(layout.binds.items(), key=lambda kv: kv[0].count("/") if kv[0] != "/" else 0)
-    for inside, host in binds[:1] if binds and binds[0][0] == "/" else []:
-        argv += ["--bind", str(host), inside]
+    if layout.root_size and "--size" in feats:
+        argv += ["--size", str(layout.root_size)]
+    argv += ["--tmpfs", "/"]
     argv += _root_entries()
-    argv += ["--ro-bind", str(layout.etc_dir), "/etc"]
-    argv += ["--proc", "/proc", "--dev", "/dev"]
+    argv += ["--ro-bind", str(layout.etc_dir), "/etc", "--proc", "/proc", "--dev", "/dev"]
     for dev in layout.gpu_devices:
         argv += ["--dev-bind", dev, dev]
-    for inside, host in binds:
-        if inside != "/":
-            argv += ["--bind", str(host), inside]
+    for inside, host in layout.ro_binds.items():
+        argv += ["--ro-bind", host, inside]
+    for d in layout.dirs:
+        argv += ["--dir", d]
+    for d in layout.sticky_dirs:
+        argv += (["--perms", "1777"] if "--perms" in feats else []) + ["--dir", d]
+    if layout.as_pid_1:
+        argv.append("--as-pid-1")
     argv += ["--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]

@@ -14,6 +14,11 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 GROUP_NAME = "crucible"
 V1_CONTROLLERS = ("memory", "pids", "cpu")
 CFS_PERIOD_US = 100_000
+# v1 pids: the sandbox's pid 1 sits in the slot's group, with this many pids
+# more than the limit, and every exec in its child group INNER, which has the
+# limit itself: a fork bomb fills INNER and pid 1 can still fork the next exec.
+INNER = "x"
+PID1_HEADROOM = 16
 
 
 @dataclass
@@ -74,7 +79,8 @@ def _write(path: Path, value: str) -> None:
 
 
 class SandboxCgroup:
-    """One sandbox's cgroups: created with limits, processes added, removed on close."""
+    """One pooled slot's cgroups: created once, limits rewritten only when they
+    change, processes added, emptied between sandboxes, removed with the pool."""
 
     def __init__(self, support: CgroupSupport, name: str) -> None:
         self.support = support
@@ -83,85 +89,166 @@ class SandboxCgroup:
             self.dirs = {c: CGROUP_ROOT / c / GROUP_NAME / name for c in support.controllers}
         else:
             self.dirs = {"unified": CGROUP_ROOT / GROUP_NAME / name}
+        # str paths of the files touched per sandbox (pathlib costs on the hot path)
+        self._procs = [str(d / "cgroup.procs") for d in self.dirs.values()]
+        pids_dir = (
+            self.dirs.get("pids") or self.dirs.get("unified") or next(iter(self.dirs.values()))
+        )
+        self._pids_procs = str(pids_dir / "cgroup.procs")
+        self.inner: Path | None = None
+        if support.version == "v1" and "pids" in self.dirs:
+            self.inner = self.dirs["pids"] / INNER
+            self._inner_procs = str(self.inner / "cgroup.procs")
+        mem = self.dirs.get("memory") or self.dirs.get("unified")
+        if mem is None:
+            self._oom_file = ""
+        elif support.version == "v1":
+            self._oom_file = str(mem / "memory.oom_control")
+        else:
+            self._oom_file = str(mem / "memory.events")
         self.memory_mb = 0
+        self._limits: tuple[int, int, float] | None = None
 
     @property
     def paths(self) -> list[str]:
-        return [str(p) for p in self.dirs.values()]
+        """Every directory, children before parents (the order they can be removed in)."""
+        inner = [str(self.inner)] if self.inner is not None else []
+        return inner + [str(p) for p in self.dirs.values()]
 
     def create(self, *, memory_mb: int, pids: int, cpus: float) -> None:
+        if self.support.version == "v1":
+            for d in self.dirs.values():
+                d.mkdir(parents=True, exist_ok=True)
+            if self.inner is not None:
+                self.inner.mkdir(exist_ok=True)
+        else:
+            parent = CGROUP_ROOT / GROUP_NAME
+            ctrls = " ".join(f"+{c}" for c in self.support.controllers)
+            if not parent.exists():
+                parent.mkdir(exist_ok=True)
+            with contextlib.suppress(OSError):
+                _write(CGROUP_ROOT / "cgroup.subtree_control", ctrls)
+            with contextlib.suppress(OSError):
+                _write(parent / "cgroup.subtree_control", ctrls)
+            self.dirs["unified"].mkdir(exist_ok=True)
+        self._limits = None
+        self.set_limits(memory_mb=memory_mb, pids=pids, cpus=cpus)
+
+    def set_limits(self, *, memory_mb: int, pids: int, cpus: float) -> None:
+        """Write the limits, skipping the writes when the slot already has them."""
+        want = (memory_mb, pids, cpus)
+        if want == self._limits:
+            return
+        self._limits = None  # a failure halfway leaves the slot "unknown"
         self.memory_mb = memory_mb
         mem = str(memory_mb * 1024 * 1024)
         if self.support.version == "v1":
             for c, d in self.dirs.items():
-                d.mkdir(parents=True, exist_ok=True)
                 if c == "memory":
-                    _write(d / "memory.limit_in_bytes", mem)
                     sw = d / "memory.memsw.limit_in_bytes"
-                    if sw.exists():  # no swap escape: mem+swap capped at the same figure
+                    has_sw = sw.exists()
+                    if has_sw:  # mem+swap must stay >= mem: lift it before lowering mem
+                        _write(sw, "-1")
+                    _write(d / "memory.limit_in_bytes", mem)
+                    if has_sw:  # no swap escape: mem+swap capped at the same figure
                         _write(sw, mem)
                 elif c == "pids":
-                    _write(d / "pids.max", str(pids))
-                elif c == "cpu" and cpus > 0:
+                    if self.inner is not None:
+                        _write(d / "pids.max", str(pids + PID1_HEADROOM))
+                        _write(self.inner / "pids.max", str(pids))
+                    else:
+                        _write(d / "pids.max", str(pids))
+                elif c == "cpu":
                     _write(d / "cpu.cfs_period_us", str(CFS_PERIOD_US))
-                    _write(d / "cpu.cfs_quota_us", str(max(1000, int(cpus * CFS_PERIOD_US))))
-            return
-        parent = CGROUP_ROOT / GROUP_NAME
-        ctrls = " ".join(f"+{c}" for c in self.support.controllers)
-        if not parent.exists():
-            parent.mkdir(exist_ok=True)
-        with contextlib.suppress(OSError):
-            _write(CGROUP_ROOT / "cgroup.subtree_control", ctrls)
-        with contextlib.suppress(OSError):
-            _write(parent / "cgroup.subtree_control", ctrls)
-        d = self.dirs["unified"]
-        d.mkdir(exist_ok=True)
-        _write(d / "memory.max", mem)
-        if (d / "memory.swap.max").exists():
-            _write(d / "memory.swap.max", "0")
-        _write(d / "pids.max", str(pids))
-        if "cpu" in self.support.controllers and cpus > 0:
-            _write(d / "cpu.max", f"{max(1000, int(cpus * CFS_PERIOD_US))} {CFS_PERIOD_US}")
+                    quota = max(1000, int(cpus * CFS_PERIOD_US)) if cpus > 0 else -1
+                    _write(d / "cpu.cfs_quota_us", f"{quota}")
+        else:
+            d = self.dirs["unified"]
+            _write(d / "memory.max", mem)
+            if (d / "memory.swap.max").exists():
+                _write(d / "memory.swap.max", "0")
+            _write(d / "pids.max", str(pids))
+            if "cpu" in self.support.controllers:
+                cpu_max = str(max(1000, int(cpus * CFS_PERIOD_US))) if cpus > 0 else "max"
+                _write(d / "cpu.max", f"{cpu_max} {CFS_PERIOD_US}")
+        self._limits = want
+
+    def self_join_files(self) -> list[str]:
+        """Files a process joins these groups through by writing "0" to them itself:
+        v1 `tasks` (one thread, the writer: the kernel then skips the global
+        threadgroup lock, which otherwise waits for an RCU grace period). Empty
+        on v2, where only a whole process moves (use add())."""
+        if self.support.version != "v1":
+            return []
+        return [str(d / "tasks") for d in self.dirs.values()]
 
     def add(self, pid: int) -> None:
-        for d in self.dirs.values():
-            _write(d / "cgroup.procs", str(pid))
+        data = str(pid).encode()
+        for path in self._procs:
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+
+    def inner_join_file(self) -> str | None:
+        """The `tasks` file through which an exec's subshell moves itself into INNER."""
+        return str(self.inner / "tasks") if self.inner is not None else None
 
     def procs(self) -> list[int]:
-        d = self.dirs.get("pids") or self.dirs.get("unified") or next(iter(self.dirs.values()))
-        try:
-            return [int(x) for x in (d / "cgroup.procs").read_text().split()]
-        except OSError:
-            return []
+        """Every process of the sandbox (the slot's group and INNER)."""
+        pids = _read_pids(self._pids_procs)
+        if self.inner is not None:
+            pids += _read_pids(self._inner_procs)
+        return pids
+
+    def exists(self) -> bool:
+        return all(os.path.isdir(p) for p in self.paths)
 
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer took in this group so far."""
-        if self.support.version == "v1":
-            d = self.dirs.get("memory")
-            if d is None:
-                return 0
-            text = _safe_read(d / "memory.oom_control")
-            key = "oom_kill"
-        else:
-            text = _safe_read(self.dirs["unified"] / "memory.events")
-            key = "oom_kill"
+        if not self._oom_file:
+            return 0
+        try:
+            fd = os.open(self._oom_file, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return 0
+        try:
+            text = os.read(fd, 4096).decode()
+        except OSError:
+            return 0
+        finally:
+            os.close(fd)
         for line in text.splitlines():
             parts = line.split()
-            if len(parts) == 2 and parts[0] == key:
+            if len(parts) == 2 and parts[0] == "oom_kill":
                 return int(parts[1])
         return 0
 
     def try_remove(self) -> bool:
         """One pass of rmdir over the groups; True when all are gone (EBUSY while procs exit)."""
         left = False
-        for d in self.dirs.values():
+        for d in self.paths:
             try:
-                d.rmdir()
+                os.rmdir(d)
             except FileNotFoundError:
                 pass
             except OSError:
                 left = True
         return not left
+
+
+def _read_pids(path: str) -> list[int]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return []
+    try:
+        return [int(x) for x in os.read(fd, 1 << 20).split()]
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
 
 
 def _safe_read(path: Path) -> str:
@@ -172,14 +259,19 @@ def _safe_read(path: Path) -> str:
 
 
 def remove_paths(paths: list[str]) -> None:
-    """Remove cgroup directories recorded by a sandbox that is gone (cleanup)."""
+    """Remove cgroup directories (and their child groups) of a sandbox that is gone."""
+    ordered: list[str] = []
     for p in paths:
+        with contextlib.suppress(OSError):
+            ordered += [e.path for e in os.scandir(p) if e.is_dir(follow_symlinks=False)]
+        ordered.append(p)
+    for p in ordered:
         with contextlib.suppress(OSError):
             for pid in Path(p, "cgroup.procs").read_text().split():
                 with contextlib.suppress(OSError):
                     os.kill(int(pid), 9)
     deadline = time.monotonic() + 2.0
-    for p in paths:
+    for p in ordered:
         while True:
             try:
                 os.rmdir(p)

@@ -1,10 +1,12 @@
-"""Serving sandbox files straight from the host scratch root, without ever
-following a symlink the agent may have planted.
+"""Serving sandbox files from the host through a directory fd on the sandbox's
+root, without ever following a symlink the agent may have planted.
 
-Every path is walked one component at a time with O_NOFOLLOW from a held
-directory fd, so a symlink (or a swap race) anywhere raises `Unsafe` and the
-caller falls back to doing the work inside the sandbox, where symlinks resolve
-within the sandbox's own view.
+The root fd comes from /proc/<sandbox init>/root, opened once while the
+sandbox is known to be alive (so a recycled pid can never redirect us). Every
+path is walked one component at a time with O_NOFOLLOW from a held directory
+fd, so a symlink (or a swap race) anywhere raises `Unsafe` and the caller falls
+back to doing the work inside the sandbox, where symlinks resolve within the
+sandbox's own view. Paths are plain lists of names: no pathlib on the hot path.
 """
 
 from __future__ import annotations
@@ -13,18 +15,43 @@ import contextlib
 import errno
 import os
 import stat
-from pathlib import Path, PurePosixPath
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 class Unsafe(Exception):
     """A symlink or a non-directory stands in the way: use the in-sandbox path."""
 
 
-def _parts(rel: PurePosixPath) -> list[str]:
-    parts = [p for p in rel.parts if p not in ("", "/", ".")]
-    if any(p == ".." for p in parts):
+class OverBudget(Exception):
+    """An inline copy grew past its budget: redo it off the event loop."""
+
+
+class Budget:
+    """Bytes and entries an inline (event-loop) copy may move before it gives up."""
+
+    def __init__(self, nbytes: int | None, entries: int | None) -> None:
+        self.nbytes = nbytes
+        self.entries = entries
+
+    def take(self, nbytes: int) -> None:
+        if self.nbytes is None or self.entries is None:
+            return
+        self.nbytes -= nbytes
+        self.entries -= 1
+        if self.nbytes < 0 or self.entries < 0:
+            raise OverBudget
+
+
+UNLIMITED = Budget(None, None)
+
+
+def split(path: str) -> list[str]:
+    """Names of a normalised absolute path, '..' refused."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts:
         raise Unsafe("path contains ..")
     return parts
 
@@ -44,11 +71,11 @@ def _open_dir(parent_fd: int, name: str, *, create: bool) -> int:
         raise
 
 
-def open_dir(root: Path, rel: PurePosixPath, *, create: bool = False) -> int:
-    """An fd on root/rel, refusing symlinks in every component."""
-    fd = os.open(root, _DIR_FLAGS)
+def open_dir(root_fd: int, parts: list[str], *, create: bool = False) -> int:
+    """A new fd on root/parts, refusing symlinks in every component."""
+    fd = os.dup(root_fd)
     try:
-        for name in _parts(rel):
+        for name in parts:
             nfd = _open_dir(fd, name, create=create)
             os.close(fd)
             fd = nfd
@@ -58,33 +85,39 @@ def open_dir(root: Path, rel: PurePosixPath, *, create: bool = False) -> int:
     return fd
 
 
-def read_file(root: Path, rel: PurePosixPath) -> bytes:
-    parts = _parts(rel)
+def read_file(root_fd: int, parts: list[str]) -> bytes:
     if not parts:
-        raise IsADirectoryError(str(rel))
-    dfd = open_dir(root, PurePosixPath(*parts[:-1]))
+        raise IsADirectoryError("/")
+    dfd = open_dir(root_fd, parts[:-1])
     try:
         try:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+            fd = os.open(parts[-1], _READ_FLAGS, dir_fd=dfd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise Unsafe(parts[-1]) from exc
             raise
     finally:
         os.close(dfd)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            if stat.S_ISDIR(os.fstat(f.fileno()).st_mode):
-                raise IsADirectoryError(str(rel))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError("/".join(parts))
             raise Unsafe("not a regular file")  # a FIFO would block the host
-        return f.read()
+        chunks: list[bytes] = []
+        while True:
+            data = os.read(fd, 1 << 20)
+            if not data:
+                return b"".join(chunks)
+            chunks.append(data)
+    finally:
+        os.close(fd)
 
 
-def write_file(root: Path, rel: PurePosixPath, data: bytes, mode: int) -> None:
-    parts = _parts(rel)
+def write_file(root_fd: int, parts: list[str], data: bytes, mode: int) -> None:
     if not parts:
-        raise IsADirectoryError(str(rel))
-    dfd = open_dir(root, PurePosixPath(*parts[:-1]), create=True)
+        raise IsADirectoryError("/")
+    dfd = open_dir(root_fd, parts[:-1], create=True)
     try:
         _write_at(dfd, parts[-1], data, mode)
     finally:
@@ -92,9 +125,8 @@ def write_file(root: Path, rel: PurePosixPath, data: bytes, mode: int) -> None:
 
 
 def _write_at(dfd: int, name: str, data: bytes, mode: int) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
-        fd = os.open(name, flags, mode & 0o7777, dir_fd=dfd)
+        fd = os.open(name, _WRITE_FLAGS, mode & 0o7777, dir_fd=dfd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
             raise Unsafe(name) from exc
@@ -104,79 +136,95 @@ def _write_at(dfd: int, name: str, data: bytes, mode: int) -> None:
             raise Unsafe("not a regular file")
         view = memoryview(data)
         while view:
-            n = os.write(fd, view)
-            view = view[n:]
+            view = view[os.write(fd, view) :]
         os.fchmod(fd, mode & 0o7777)
     finally:
         os.close(fd)
 
 
-def upload_tree(src: Path, root: Path, rel: PurePosixPath) -> None:
-    """Copy host dir `src`'s contents into root/rel, symlinks in src kept as symlinks."""
-    top = open_dir(root, rel, create=True)
+def upload_tree(src: str, root_fd: int, parts: list[str], budget: Budget = UNLIMITED) -> None:
+    """Copy host dir `src`'s contents into root/parts, symlinks in src kept as symlinks."""
+    top = open_dir(root_fd, parts, create=True)
     try:
-        _upload_into(src, top)
+        _upload_into(src, top, budget)
     finally:
         os.close(top)
 
 
-def _upload_into(src: Path, dfd: int) -> None:
-    for entry in os.scandir(src):
+def _upload_into(src: str, dfd: int, budget: Budget) -> None:
+    with os.scandir(src) as it:
+        entries = list(it)
+    for entry in entries:
         if entry.is_symlink():
+            budget.take(0)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.name, dir_fd=dfd)
             os.symlink(os.readlink(entry.path), entry.name, dir_fd=dfd)
         elif entry.is_dir():
+            budget.take(0)
             sub = _open_dir(dfd, entry.name, create=True)
             try:
-                os.chmod(sub, entry.stat().st_mode & 0o7777)
-                _upload_into(Path(entry.path), sub)
+                os.fchmod(sub, entry.stat().st_mode & 0o7777)
+                _upload_into(entry.path, sub, budget)
             finally:
                 os.close(sub)
         elif entry.is_file():
-            _write_at(dfd, entry.name, Path(entry.path).read_bytes(), entry.stat().st_mode)
+            st = entry.stat()
+            budget.take(st.st_size)
+            with open(entry.path, "rb") as f:
+                data = f.read()
+            _write_at(dfd, entry.name, data, st.st_mode)
 
 
-def _safe_link(target: str, rel_parent: PurePosixPath) -> bool:
+def _safe_link(target: str, rel_parent: str) -> bool:
     """A link that stays inside the copied tree (what tarfile's 'data' filter allows)."""
     if target.startswith("/"):
         return False
-    norm = os.path.normpath(os.path.join(str(rel_parent), target))
+    norm = os.path.normpath(os.path.join(rel_parent, target))
     return not (norm == ".." or norm.startswith("../"))
 
 
-def download_tree(root: Path, rel: PurePosixPath, dst: Path) -> None:
-    """Copy root/rel's contents into host dir `dst`; links leaving the tree are skipped."""
-    top = open_dir(root, rel)
+def download_tree(root_fd: int, parts: list[str], dst: str, budget: Budget = UNLIMITED) -> None:
+    """Copy root/parts' contents into host dir `dst`; links leaving the tree are skipped.
+    `dst` is made only when there is something to put in it (a trial's empty log
+    dirs then cost no mkdir on the host's disk)."""
+    top = open_dir(root_fd, parts)
     try:
-        dst.mkdir(parents=True, exist_ok=True)
-        _download_from(top, dst, PurePosixPath("."))
+        _download_from(top, dst, ".", budget)
     finally:
         os.close(top)
 
 
-def _download_from(dfd: int, dst: Path, rel: PurePosixPath) -> None:
-    for name in os.listdir(dfd):
+def _download_from(dfd: int, dst: str, rel: str, budget: Budget) -> None:
+    names = os.listdir(dfd)
+    if names:
+        os.makedirs(dst, exist_ok=True)
+    for name in names:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-        out = dst / name
+        out = os.path.join(dst, name)
         if stat.S_ISLNK(st.st_mode):
+            budget.take(0)
             target = os.readlink(name, dir_fd=dfd)
             if _safe_link(target, rel):
                 with contextlib.suppress(FileNotFoundError):
-                    out.unlink()
-                out.symlink_to(target)
+                    os.unlink(out)
+                os.symlink(target, out)
         elif stat.S_ISDIR(st.st_mode):
+            budget.take(0)
             sub = _open_dir(dfd, name, create=False)
             try:
-                out.mkdir(exist_ok=True)
-                _download_from(sub, out, rel / name)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(out)  # kept even when empty: it is part of the tree
+                _download_from(sub, out, os.path.join(rel, name), budget)
             finally:
                 os.close(sub)
         elif stat.S_ISREG(st.st_mode):
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+            budget.take(st.st_size)
+            fd = os.open(name, _READ_FLAGS, dir_fd=dfd)
             with os.fdopen(fd, "rb") as f:
                 data = f.read()
-            if out.is_symlink():
-                out.unlink()
-            out.write_bytes(data)
+            if os.path.islink(out):
+                os.unlink(out)
+            with open(out, "wb") as f:
+                f.write(data)
             os.chmod(out, st.st_mode & 0o777)
