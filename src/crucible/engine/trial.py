@@ -44,7 +44,7 @@ from crucible.store.layout import dump, write_json_atomic
 from crucible.store.logs import TRIAL_LOG, FileLog
 from crucible.tasks.models import NetworkMode as TaskNetwork
 from crucible.tasks.models import Task
-from crucible.verifiers.script import prepare_verifier, read_rewards, run_test_script
+from crucible.verifiers.script import read_rewards, run_verifier, stage_tests
 
 T = TypeVar("T")
 
@@ -288,23 +288,27 @@ class _TrialRun:
     async def _verify(self, sandbox: Sandbox) -> None:
         task, result = self.plan.task, self.result
         self.phase = _Phase(self.log, "verifier")
-        await prepare_verifier(sandbox, task.tests_dir)
-        res = await run_test_script(
+        staged = await stage_tests(sandbox, task.tests_dir)
+        res = await run_verifier(
             sandbox,
+            staged,
             timeout_sec=task.verifier_timeout_sec,
             env=dict(task.config.verifier.env),
             cwd=task.workdir,
         )
-        await _collect(sandbox, LOGS_VERIFIER, self.trial_dir / "verifier", self.log)
+        verifier_dir = self.trial_dir / "verifier"
+        # The reward is read from what was collected: one transfer, and the
+        # record on disk is exactly what was graded.
+        await _collect(sandbox, LOGS_VERIFIER, verifier_dir, self.log)
         await _collect(sandbox, LOGS_ARTIFACTS, self.trial_dir / "artifacts", self.log)
-        (self.trial_dir / "verifier").mkdir(exist_ok=True)
-        (self.trial_dir / "verifier" / "test-stdout.txt").write_text(
+        verifier_dir.mkdir(exist_ok=True)
+        (verifier_dir / "test-stdout.txt").write_text(
             res.stdout + (f"\n--- stderr ---\n{res.stderr}" if res.stderr else "")
         )
         result.verifier_result = VerifierResult(exit_code=res.exit_code)
         if res.timed_out:
             raise VerifierFailed(f"the verifier timed out after {task.verifier_timeout_sec:g}s")
-        result.verifier_result.rewards = await read_rewards(sandbox)
+        result.verifier_result.rewards = read_rewards(verifier_dir)
         result.verifier = self.phase.done(f"rewards {result.verifier_result.rewards}")
         self.phase = None
 

@@ -313,35 +313,36 @@ async def _tests_absent(ctx: _Ctx) -> str:
 
 @check("agent_leftovers_do_not_reach_grading")
 async def _leftovers(ctx: _Ctx) -> str:
-    from crucible.verifiers.script import prepare_verifier
+    from crucible.verifiers.script import run_verifier, stage_tests
 
     async with ctx.sandbox("agent_leftovers_do_not_reach_grading") as sb:
         plant = (
-            "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && "
-            "echo '{\"reward\": 1}' > /logs/verifier/reward.json && "
+            "mkdir -p /logs/verifier /tests && echo 1 > /logs/verifier/reward.txt && "
+            "echo '{\"reward\": 1}' > /logs/verifier/reward.json && echo planted > /tests/conftest.py && "
             "(nohup sleep 600 >/dev/null 2>&1 & echo $! > /tmp/agent.pid) && "
             "(setsid sleep 601 >/dev/null 2>&1 &) ; sleep 0.2; echo planted"
         )
         r = await sb.exec(plant, timeout=30)
         expect(r.stdout.strip() == "planted", f"could not plant: {r.stderr}")
+        # The test script itself reports what it sees when grading starts.
+        probe = (
+            "echo \"verifier: $(ls -A /logs/verifier | tr '\\n' ' ')\"\n"
+            "echo \"tests: $(ls -A /tests | tr '\\n' ' ')\"\n"
+            "echo \"agents: $(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done "
+            "| grep -c 'sleep 60[01]')\"\n"
+        )
         with tempfile.TemporaryDirectory() as tmp:
-            _write(Path(tmp, "test.sh"), "echo 0 > /logs/verifier/reward.txt\n")
-            await prepare_verifier(sb, Path(tmp))
-        r = await sb.exec(
-            "ls -A /logs/verifier; "
-            "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c 'sleep 60[01]'; "
-            "cat /tests/test.sh",
-            timeout=30,
-        )
-        lines = r.stdout.splitlines()
-        expect(
-            "reward.txt" not in lines and "reward.json" not in lines,
-            f"stale reward survived: {lines}",
-        )
-        expect("0" in lines, f"agent processes survived into grading: {r.stdout!r}")
-        expect("echo 0 > /logs/verifier/reward.txt" in r.stdout, "tests were not copied in")
+            _write(Path(tmp, "test.sh"), probe)
+            staged = await stage_tests(sb, Path(tmp))
+        r = await run_verifier(sb, staged, timeout_sec=30)
+        seen = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
+        expect(r.exit_code == 0, f"grading failed: {r.stderr}")
+        expect(seen.get("verifier", "x").strip() == "", f"stale reward survived: {seen}")
+        expect(seen.get("tests", "").split() == ["test.sh"], f"tests not as shipped: {seen}")
+        expect(seen.get("agents") == "0", f"agent processes survived into grading: {seen}")
     return (
-        "planted rewards removed, planted (nohup and setsid) processes killed, tests copied after"
+        "planted rewards and test files removed, planted (nohup and setsid) processes killed, "
+        "tests copied after"
     )
 
 

@@ -1,69 +1,55 @@
 """The in-sandbox stage: tests/test.sh under Harbor's semantics.
 
-Order matters for trust: every agent process is killed, stale reward files
-are removed, and only then are the tests copied in, so nothing the agent left
-behind can see, alter or pre-empt grading.
+Order matters for trust: every agent process is killed first; only then are
+the tests copied in (to an unguessable staging path), and the one command
+that grades removes /tests and every stale reward file, moves the tests into
+/tests and runs test.sh. Nothing the agent left behind can see, alter or
+pre-empt grading, and the whole stage costs one upload and one exec.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
 from pathlib import Path
 
 from crucible.errors import VerifierFailed
 from crucible.sandboxes.base import ExecResult, Sandbox
-from crucible.verifiers.rewards import (
-    REWARD_DIR,
-    REWARD_JSON,
-    REWARD_TXT,
-    parse_reward_json,
-    parse_reward_txt,
-)
+from crucible.verifiers.rewards import REWARD_DIR, parse_reward_json, parse_reward_txt
 
 TESTS_DIR = "/tests"
 
 
-async def prepare_verifier(sandbox: Sandbox, tests_dir: Path) -> None:
-    """End the agent phase: kill its processes, clear rewards, then copy tests in."""
+async def stage_tests(sandbox: Sandbox, tests_dir: Path) -> str:
+    """End the agent phase (kill its processes), then upload the tests; return where."""
     await sandbox.kill_all()
-    res = await sandbox.exec(
-        f"rm -rf {TESTS_DIR} {REWARD_DIR} && mkdir -p {REWARD_DIR} {TESTS_DIR}", timeout=60
-    )
-    if not res.ok:
-        raise VerifierFailed(f"could not reset {REWARD_DIR}: {res.stderr.strip()[:500]}")
-    await sandbox.upload_dir(tests_dir, TESTS_DIR)
+    staged = f"/.crucible-tests-{uuid.uuid4().hex}"
+    await sandbox.upload_dir(tests_dir, staged)
+    return staged
 
 
-@dataclass
-class ScriptOutcome:
-    rewards: dict[str, float]
-    exec_result: ExecResult
-
-
-async def run_test_script(
+async def run_verifier(
     sandbox: Sandbox,
+    staged: str,
     *,
     timeout_sec: float,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
 ) -> ExecResult:
+    """Reset /tests and /logs/verifier, move the staged tests in, run test.sh."""
     return await sandbox.exec(
-        f"bash {TESTS_DIR}/test.sh",
+        f"rm -rf {TESTS_DIR} {REWARD_DIR} && mkdir -p {REWARD_DIR} && mv {staged} {TESTS_DIR} "
+        f"&& exec bash {TESTS_DIR}/test.sh",
         timeout=timeout_sec,
         env=env,
         cwd=cwd,
     )
 
 
-async def read_rewards(sandbox: Sandbox) -> dict[str, float]:
-    """reward.json if present (it wins), else reward.txt; VerifierFailed if neither."""
-    try:
-        return parse_reward_json((await sandbox.read_file(REWARD_JSON)).decode("utf-8", "replace"))
-    except FileNotFoundError:
-        pass
-    try:
-        return parse_reward_txt((await sandbox.read_file(REWARD_TXT)).decode("utf-8", "replace"))
-    except FileNotFoundError:
-        raise VerifierFailed(
-            f"the verifier wrote no reward ({REWARD_JSON} or {REWARD_TXT})"
-        ) from None
+def read_rewards(verifier_dir: Path) -> dict[str, float]:
+    """From the collected /logs/verifier: reward.json if present (it wins), else reward.txt."""
+    json_file, txt_file = verifier_dir / "reward.json", verifier_dir / "reward.txt"
+    if json_file.is_file():
+        return parse_reward_json(json_file.read_text(errors="replace"))
+    if txt_file.is_file():
+        return parse_reward_txt(txt_file.read_text(errors="replace"))
+    raise VerifierFailed(f"the verifier wrote no reward ({REWARD_DIR}/reward.json or reward.txt)")
