@@ -130,3 +130,16 @@ async def test_oracle_and_nop_on_hello_file(tmp_path: Path) -> None:
     assert (tmp_path / "job" / ok.trial_name / "verifier" / "reward.txt").read_text().strip() == "1"
     nop = await trial(task, NopAgent(), tmp_path, attempt=1)
     assert nop.graded and nop.reward == 0.0
+
+
+async def test_planted_symlinks_and_test_files_do_not_reach_grading(tmp_path: Path) -> None:
+    # The tests write nothing; everything the agent planted must be gone when they run.
+    task = make_task(tmp_path / "task", "ls -A /tests; ls -A /logs/verifier; exit 0")
+    agent = ScriptAgent(
+        "mkdir -p /app/fake && echo 1 > /app/fake/reward.txt && rm -rf /logs/verifier "
+        "&& ln -s /app/fake /logs/verifier && mkdir -p /tests && echo evil > /tests/conftest.py"
+    )
+    r = await trial(task, agent, tmp_path)
+    assert r.outcome == "verifier_failed" and r.reward is None
+    out = (tmp_path / "job" / r.trial_name / "verifier" / "test-stdout.txt").read_text()
+    assert out.split() == ["test.sh"]  # only the shipped tests; an empty reward folder

@@ -146,7 +146,8 @@ def prepare_trial_dir(trial_dir: Path) -> None:
         shutil.rmtree(trial_dir)  # an earlier try of this trial (retry or resume)
     # agent/ is where agents write on the host; verifier/ and artifacts/ are
     # created when something is collected into them (mkdir is not free at 1000s/s).
-    (trial_dir / "agent").mkdir(parents=True)
+    trial_dir.mkdir(parents=True)
+    (trial_dir / "agent").mkdir()
 
 
 async def _run_agent(agent: Agent, ctx: AgentContext) -> AgentResult:
@@ -301,7 +302,8 @@ class _TrialRun:
         # record on disk is exactly what was graded.
         await _collect(sandbox, LOGS_VERIFIER, verifier_dir, self.log)
         await _collect(sandbox, LOGS_ARTIFACTS, self.trial_dir / "artifacts", self.log)
-        verifier_dir.mkdir(exist_ok=True)
+        if not verifier_dir.is_dir():  # a stat is cheaper than a failing mkdir
+            verifier_dir.mkdir()
         (verifier_dir / "test-stdout.txt").write_text(
             res.stdout + (f"\n--- stderr ---\n{res.stderr}" if res.stderr else "")
         )

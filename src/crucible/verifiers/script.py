@@ -37,12 +37,27 @@ async def run_verifier(
 ) -> ExecResult:
     """Reset /tests and /logs/verifier, move the staged tests in, run test.sh."""
     return await sandbox.exec(
-        f"rm -rf {TESTS_DIR} {REWARD_DIR} && mkdir -p {REWARD_DIR} && mv {staged} {TESTS_DIR} "
-        f"&& exec bash {TESTS_DIR}/test.sh",
+        _GRADE.format(tests=TESTS_DIR, rewards=REWARD_DIR, staged=staged),
         timeout=timeout_sec,
         env=env,
         cwd=cwd,
     )
+
+
+# Shell builtins decide what needs removing, so the usual case (no /tests, an
+# empty reward folder) spawns no rm/mkdir: grading runs once per trial.
+_GRADE = """\
+if [ -e {tests} ] || [ -L {tests} ]; then rm -rf {tests} || exit 70; fi
+if [ -L {rewards} ] || [ ! -d {rewards} ]; then
+    rm -rf {rewards} && mkdir -p {rewards} || exit 70
+else
+    for f in {rewards}/* {rewards}/.[!.]* {rewards}/..?*; do
+        if [ -e "$f" ] || [ -L "$f" ]; then rm -rf {rewards} && mkdir -p {rewards} || exit 70; break; fi
+    done
+fi
+mv {staged} {tests} || exit 70
+exec bash {tests}/test.sh
+"""
 
 
 def read_rewards(verifier_dir: Path) -> dict[str, float]:
