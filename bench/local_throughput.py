@@ -3,9 +3,10 @@
     python bench/local_throughput.py                 # 200 trials, concurrency 4
     python bench/local_throughput.py -n 500 -c 8
 
-The bare baseline does the same work with two bwrap launches per trial (one
-that writes the answer, one that checks it and writes a reward) and nothing
-else: no result files, no index, no logs. The ratio is crucible's rate over
+The bare baseline does the same work with two bwrap launches per trial: one
+runs the task's solution/solve.sh, the other its tests/test.sh (both with
+bash, as a trial does), and nothing else: no result files, no index, no logs,
+no isolation of the tests from the solution. The ratio is crucible's rate over
 the bare rate (issue target: >= 0.8).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import shutil
 import tempfile
 import time
@@ -25,14 +27,11 @@ from crucible.sandboxes.local import LocalProvider
 from crucible.tasks.dataset import discover_tasks
 from crucible.tasks.scaffold import scaffold_task
 
-SOLVE = "echo 'Hello from bench!' > /app/greeting.txt"
-CHECK = (
-    "mkdir -p /logs/verifier; if [ \"$(cat /app/greeting.txt)\" = 'Hello from bench!' ]; "
-    "then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi"
-)
+SOLVE = "bash /solution/solve.sh"
+CHECK = "mkdir -p /logs/verifier && bash /tests/test.sh"
 
 
-def bare_argv(bwrap: str, app: Path, logs: Path, command: str) -> list[str]:
+def bare_argv(bwrap: str, task: Path, app: Path, logs: Path, command: str) -> list[str]:
     argv = [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib64", "sbin"):
         p = Path("/") / name
@@ -42,6 +41,7 @@ def bare_argv(bwrap: str, app: Path, logs: Path, command: str) -> list[str]:
             argv += ["--ro-bind", str(p), f"/{name}"]
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
              "--bind", str(app), "/app", "--bind", str(logs), "/logs",
+             "--ro-bind", str(task / "solution"), "/solution", "--ro-bind", str(task / "tests"), "/tests",
              "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--chdir", "/app",
              "sh", "-c", command]  # fmt: skip
     return argv
@@ -49,6 +49,7 @@ def bare_argv(bwrap: str, app: Path, logs: Path, command: str) -> list[str]:
 
 async def bare(n: int, concurrency: int, work: Path, bwrap: str) -> float:
     sem = asyncio.Semaphore(concurrency)
+    task = scaffold_task("bench", work / "bare-task")
 
     async def one(i: int) -> None:
         async with sem:
@@ -56,7 +57,9 @@ async def bare(n: int, concurrency: int, work: Path, bwrap: str) -> float:
             app.mkdir(parents=True)
             logs.mkdir()
             for cmd in (SOLVE, CHECK):
-                proc = await asyncio.create_subprocess_exec(*bare_argv(bwrap, app, logs, cmd))
+                proc = await asyncio.create_subprocess_exec(
+                    *bare_argv(bwrap, task, app, logs, cmd), stdout=asyncio.subprocess.DEVNULL
+                )
                 assert await proc.wait() == 0
             assert (logs / "verifier" / "reward.txt").read_text().strip() == "1"
 
@@ -80,6 +83,15 @@ async def crucible_rate(n: int, concurrency: int, work: Path) -> float:
     return rate
 
 
+def cpu() -> tuple[float, float]:
+    """CPU seconds of this process, and of its reaped children (the sandboxes)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -90,12 +102,21 @@ async def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="crucible-bench-"))
     try:
         bwrap = str(find_bwrap().path)
-        bare_rate = await bare(args.trials, args.concurrency, work, bwrap)
-        ours = await crucible_rate(args.trials, args.concurrency, work)
-        print(f"trials             {args.trials} oracle trials, concurrency {args.concurrency}")
-        print(f"bare bubblewrap    {bare_rate:.1f} trials/s (2 bwrap launches per trial)")
+        n = args.trials
+        c0 = cpu()
+        bare_rate = await bare(n, args.concurrency, work, bwrap)
+        c1 = cpu()
+        ours = await crucible_rate(n, args.concurrency, work)
+        c2 = cpu()
+        print(f"trials             {n} oracle trials, concurrency {args.concurrency}")
+        print(
+            f"bare bubblewrap    {bare_rate:.1f} trials/s (2 bwrap launches per trial: solve.sh, test.sh)"
+        )
         print(f"crucible local     {ours:.1f} trials/s (full trials: results, logs, index)")
         print(f"ratio              {ours / bare_rate:.2f}  (target >= 0.8)")
+        for name, a, b in (("bare", c0, c1), ("crucible", c1, c2)):
+            print(f"cpu per trial      {name:9s} orchestrator {(b[0] - a[0]) / n * 1e3:.2f} ms, "
+                  f"sandboxes {(b[1] - a[1]) / n * 1e3:.2f} ms")  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
