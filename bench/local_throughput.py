@@ -98,8 +98,9 @@ async def main() -> None:
     )
     ap.add_argument("-n", "--trials", type=int, default=200)
     ap.add_argument("-c", "--concurrency", type=int, default=4)
+    ap.add_argument("--dir", default=".", help="where the jobs dir goes (default: here, like ./jobs)")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="crucible-bench-"))
+    work = Path(tempfile.mkdtemp(prefix=".crucible-bench-", dir=args.dir))
     try:
         bwrap = str(find_bwrap().path)
         n = args.trials

@@ -3,7 +3,9 @@ fair interleaving across tasks, and retries that wait without holding a slot.
 
 Workers ask `next()` for a trial; a trial whose pool is full is skipped, so a
 queue of GPU trials never blocks CPU trials. A retry is parked with a
-not-before time and holds no slot while it waits.
+not-before time and holds no slot while it waits. Each event wakes one waiting
+worker (a freed slot, a retry falling due), never the whole crowd: at
+thousands of workers a broadcast per event would cost more than the trials.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import itertools
 import random
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -44,6 +46,8 @@ class Scheduler(Generic[T]):
         self._seq = itertools.count()
         self._cond = asyncio.Condition()
         self._closed = False
+        self._timers: set[asyncio.Future[None]] = set()
+        self._handles: list[asyncio.TimerHandle] = []
 
     def add(self, pool: str, items: Iterable[T]) -> None:
         self._ready[pool].extend(items)
@@ -57,21 +61,39 @@ class Scheduler(Generic[T]):
         return sum(self._in_use.values())
 
     async def retry_later(self, pool: str, item: T, delay: float) -> None:
+        """Park `item` for `delay` seconds; it holds no slot while it waits."""
+        d = _Delayed(time.monotonic() + delay, next(self._seq), pool, item)
         async with self._cond:
-            heapq.heappush(
-                self._delayed, _Delayed(time.monotonic() + delay, next(self._seq), pool, item)
-            )
-            self._cond.notify_all()
+            heapq.heappush(self._delayed, d)
+        # One timer per parked item wakes one worker when it is due (no herd of waiters).
+        loop = asyncio.get_running_loop()
+        handle = loop.call_at(loop.time() + delay, lambda: self._spawn(self._due()))
+        self._handles.append(handle)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._timers.add(task)
+        task.add_done_callback(self._timers.discard)
+
+    async def _due(self) -> None:
+        async with self._cond:
+            self._promote()
+            self._cond.notify(1)
 
     async def release(self, pool: str) -> None:
         async with self._cond:
             self._in_use[pool] -= 1
-            self._cond.notify_all()
+            if self.running == 0 and self.pending == 0:
+                self._cond.notify_all()  # the end: every waiting worker returns
+            else:
+                self._cond.notify(1)  # one slot freed: one worker may use it
 
     async def close(self) -> None:
         """Stop handing out work (cancel); waiting workers return None."""
         async with self._cond:
             self._closed = True
+            for handle in self._handles:
+                handle.cancel()
             self._cond.notify_all()
 
     def drain(self) -> list[T]:
@@ -82,13 +104,12 @@ class Scheduler(Generic[T]):
         self._delayed.clear()
         return items
 
-    def _promote(self) -> float | None:
-        """Move due retries to their ready queue; return seconds to the next one."""
+    def _promote(self) -> None:
+        """Move due retries to the front of their ready queue."""
         now = time.monotonic()
         while self._delayed and self._delayed[0].not_before <= now:
             d = heapq.heappop(self._delayed)
             self._ready[d.pool].appendleft(d.item)
-        return self._delayed[0].not_before - now if self._delayed else None
 
     def _take(self) -> tuple[str, T] | None:
         for _ in range(len(self.pool_limits)):
@@ -104,13 +125,10 @@ class Scheduler(Generic[T]):
             while True:
                 if self._closed:
                     return None
-                wait = self._promote()
+                self._promote()
                 got = self._take()
                 if got is not None:
                     return got
-                if wait is None and self.running == 0 and self.pending == 0:
+                if self.running == 0 and self.pending == 0:
                     return None
-                try:
-                    await asyncio.wait_for(self._cond.wait(), timeout=wait)
-                except TimeoutError:
-                    pass
+                await self._cond.wait()
