@@ -165,8 +165,8 @@ class TrialStats(BaseModel):
             self.reward_sum += reward
 
 
-class JobRow(BaseModel):
-    """One row of `runs list`."""
+class JobIdentity(BaseModel):
+    """What `runs list` and `runs get` both say of a job."""
 
     job_id: str
     name: str
@@ -177,15 +177,20 @@ class JobRow(BaseModel):
     model: str | None
     env: str
     dataset: list[str]
+    path: str
+    pid: int | None
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+class JobRow(JobIdentity):
+    """One row of `runs list`."""
+
     n_trials: int
     n_done: int
     outcomes: dict[str, int]
     n_errors: int
     mean_reward: float | None
-    created_at: datetime | None
-    updated_at: datetime | None
-    pid: int | None
-    path: str
 
 
 def resume_hint(job_id: str) -> str:
@@ -481,22 +486,11 @@ class Progress(BaseModel):
     in_progress: int | None = None  # trial folders without a final record, while running
 
 
-class JobDetail(BaseModel):
-    job_id: str
-    name: str
-    status: str
-    interrupted: bool = False
-    hint: str | None = None
-    agent: str
-    model: str | None
-    env: str
-    dataset: list[str]
-    path: str
-    pid: int | None
+class JobDetail(JobIdentity):
+    """`runs get`: a job's identity, progress, errors and rewards."""
+
     pid_alive: bool | None
     cancel_requested: bool
-    created_at: datetime | None
-    updated_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
     progress: Progress
