@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -12,8 +13,16 @@ from typer.core import TyperCommand
 
 from crucible.errors import AuthError, CrucibleError, ExitCode, ProviderUnavailable
 
-console = Console()
-err_console = Console(stderr=True)
+
+def _console(stderr: bool) -> Console:
+    # Piped output (CI logs, files) gets room for wide tables instead of rich's 80 columns.
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, width=160 if wide else None)
+
+
+console = _console(stderr=False)
+err_console = _console(stderr=True)
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 auth, 5 backend "
