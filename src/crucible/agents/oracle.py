@@ -32,6 +32,7 @@ class OracleAgent(Agent):
             raise TaskInvalid(f"{ctx.task.name}: [metadata] oracle_steps must be a list of strings")
         await ctx.sandbox.upload_dir(solution, SOLUTION_DIR)
         deadline = time.monotonic() + ctx.timeout_sec
+        user = ctx.task.config.agent.user  # the solution acts as the agent would
         log: list[str] = []
         for step in steps:
             command = f"bash {SOLUTION_DIR}/solve.sh {shlex.quote(step) if step else ''}".rstrip()
@@ -40,6 +41,7 @@ class OracleAgent(Agent):
                 timeout=max(0.1, deadline - time.monotonic()),
                 cwd=ctx.task.workdir,
                 env=dict(ctx.task.config.solution.env),
+                user=None if user is None else str(user),
             )
             log.append(
                 f"$ {command}\n--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}\n"

@@ -296,6 +296,7 @@ class _TrialRun:
             timeout_sec=task.verifier_timeout_sec,
             env=dict(task.config.verifier.env),
             cwd=task.workdir,
+            user=None if task.config.verifier.user is None else str(task.config.verifier.user),
         )
         verifier_dir = self.trial_dir / "verifier"
         # The reward is read from what was collected: one transfer, and the

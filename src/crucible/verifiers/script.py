@@ -9,6 +9,7 @@ pre-empt grading, and the whole stage costs one upload and one exec.
 
 from __future__ import annotations
 
+import shlex
 import uuid
 from pathlib import Path
 
@@ -34,10 +35,22 @@ async def run_verifier(
     timeout_sec: float,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
+    user: str | None = None,
 ) -> ExecResult:
-    """Reset /tests and /logs/verifier, move the staged tests in, run test.sh."""
+    """Reset /tests and /logs/verifier, move the staged tests in, run test.sh.
+
+    The reset runs as root; with `user` (task.toml [verifier].user) the tests
+    then run as that user, who owns /logs/verifier.
+    """
+    run = f"exec bash {TESTS_DIR}/test.sh"
+    if user is not None and str(user) not in ("root", "0"):
+        who = shlex.quote(str(user))
+        run = (
+            f"chown -R {who} {REWARD_DIR} || exit 70\n"
+            f"exec runuser -u {who} -- bash {TESTS_DIR}/test.sh"
+        )
     return await sandbox.exec(
-        _GRADE.format(tests=TESTS_DIR, rewards=REWARD_DIR, staged=staged),
+        _GRADE.format(tests=TESTS_DIR, rewards=REWARD_DIR, staged=staged) + run + "\n",
         timeout=timeout_sec,
         env=env,
         cwd=cwd,
@@ -56,7 +69,6 @@ else
     done
 fi
 mv {staged} {tests} || exit 70
-exec bash {tests}/test.sh
 """
 
 
