@@ -1,0 +1,109 @@
+"""Modal images for a job: each distinct image built at most once, and a
+deterministic build failure remembered so that only the trials needing that
+image fail (task_invalid), without a rebuild per trial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from crucible.errors import CrucibleError, ResourcesUnavailable, SandboxFailed, TaskInvalid
+from crucible.sandboxes.base import SandboxSpec
+from crucible.sandboxes.modal_sdk import Sdk
+
+
+def image_key(spec: SandboxSpec, override: str | None) -> str | None:
+    if override:
+        return f"registry:{override}"
+    if spec.image:
+        return f"registry:{spec.image}"
+    if spec.dockerfile_dir is not None:
+        ident = spec.environment_digest or str(Path(spec.dockerfile_dir).resolve())
+        return f"dockerfile:{ident}"
+    return None
+
+
+class ImageCache:
+    """The built images of one provider, by key, with their remembered failures."""
+
+    def __init__(
+        self,
+        override: str | None,
+        *,
+        sdk: Callable[[], Sdk],
+        app: Callable[[], Awaitable[Any]],
+        map_error: Callable[[str, BaseException], CrucibleError],
+    ) -> None:
+        self._override = override  # a registry image for every trial
+        self._sdk = sdk
+        self._app = app
+        self._map_error = map_error
+        self._images: dict[str, Any] = {}
+        self._image_errors: dict[str, CrucibleError] = {}
+        self._image_locks: dict[str, asyncio.Lock] = {}
+
+    async def get(self, spec: SandboxSpec) -> Any:
+        """The built image for a spec (built at most once per key), or None for Modal's default."""
+        key = image_key(spec, self._override)
+        if key is None:
+            return None
+        lock = self._image_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if key in self._image_errors:
+                raise self._image_errors[key]
+            if key in self._images:
+                return self._images[key]
+            sdk = self._sdk()
+            app = await self._app()
+            try:
+                if key.startswith("registry:"):
+                    image = sdk.sync(None, "Image.from_registry", key.removeprefix("registry:"))
+                else:
+                    assert spec.dockerfile_dir is not None
+                    ctx = Path(spec.dockerfile_dir)
+                    if not (ctx / "Dockerfile").is_file():
+                        raise TaskInvalid(f"{ctx}/Dockerfile does not exist")
+                    image = sdk.sync(
+                        None, "Image.from_dockerfile", str(ctx / "Dockerfile"), context_dir=str(ctx)
+                    )
+                built = await asyncio.wait_for(
+                    sdk.aio(image, "Image.build", app), spec.build_timeout_sec
+                )
+            except CrucibleError as exc:
+                self._image_errors[key] = exc
+                raise
+            except TimeoutError:
+                late = TaskInvalid(
+                    f"Modal image {key} did not build within {spec.build_timeout_sec:.0f}s"
+                )
+                self._image_errors[key] = late
+                raise late from None
+            except Exception as exc:
+                err = self._map_error("image build", exc)
+                if isinstance(err, TaskInvalid | ResourcesUnavailable):
+                    self._image_errors[key] = err  # deterministic: do not rebuild per trial
+                raise err from exc
+            self._images[key] = built if built is not None else image
+            return self._images[key]
+
+    async def prepare(self, specs: list[SandboxSpec]) -> None:
+        """Build each distinct image once, before the fan-out. A failed build is
+        remembered and fails only the trials that need it (task_invalid)."""
+        await self._app()
+        firsts: dict[str, SandboxSpec] = {}
+        for spec in specs:
+            key = image_key(spec, self._override)
+            if key is not None:
+                firsts.setdefault(key, spec)
+        sem = asyncio.Semaphore(4)
+
+        async def build(spec: SandboxSpec) -> None:
+            async with sem:
+                with contextlib.suppress(TaskInvalid, ResourcesUnavailable, SandboxFailed):
+                    await self.get(spec)
+
+        await asyncio.gather(*(build(s) for s in firsts.values()))
