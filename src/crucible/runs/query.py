@@ -396,6 +396,18 @@ def job_row(rec: JobRecord, st: TrialStats | None) -> JobRow:
     st = st or TrialStats()
     n_errors = sum(n for k, n in st.outcomes.items() if k != "graded")
     return JobRow(
+        **identity(rec).model_dump(),
+        n_trials=rec.n_trials,
+        n_done=st.n_done,
+        outcomes=dict(sorted(st.outcomes.items())),
+        n_errors=n_errors,
+        mean_reward=st.mean_reward,
+    )
+
+
+def identity(rec: JobRecord) -> JobIdentity:
+    """The fields `runs list` and `runs get` share, from one job record."""
+    return JobIdentity(
         job_id=rec.job_id,
         name=rec.name,
         status=rec.status,
@@ -405,15 +417,10 @@ def job_row(rec: JobRecord, st: TrialStats | None) -> JobRow:
         model=rec.model,
         env=rec.env,
         dataset=rec.dataset,
-        n_trials=rec.n_trials,
-        n_done=st.n_done,
-        outcomes=dict(sorted(st.outcomes.items())),
-        n_errors=n_errors,
-        mean_reward=st.mean_reward,
+        path=str(rec.path),
+        pid=rec.pid,
         created_at=rec.created_at,
         updated_at=rec.updated_at,
-        pid=rec.pid,
-        path=str(rec.path),
     )
 
 
@@ -546,21 +553,9 @@ def job_detail(jd: JobsDir, rec: JobRecord, *, verbose: bool = False) -> JobDeta
     in_progress = _count_in_progress(rec, {r["trial_name"] for r in rows}) if rec.running else None
     summary = rec.summary
     detail = JobDetail(
-        job_id=rec.job_id,
-        name=rec.name,
-        status=rec.status,
-        interrupted=rec.interrupted,
-        hint=resume_hint(rec.job_id) if rec.interrupted else None,
-        agent=rec.agent,
-        model=rec.model,
-        env=rec.env,
-        dataset=rec.dataset,
-        path=str(rec.path),
-        pid=rec.pid,
+        **identity(rec).model_dump(),
         pid_alive=rec.alive,
         cancel_requested=(rec.path / CANCEL_FILE).exists(),
-        created_at=rec.created_at,
-        updated_at=rec.updated_at,
         started_at=summary.started_at if summary else None,
         finished_at=summary.finished_at if summary and not rec.running else None,
         progress=Progress(
