@@ -135,7 +135,6 @@ class JobRunner:
         self.n_total = len(self.tasks) * self.cfg.attempts
         self.n_retries = 0
         self._cancelled = False
-        self._timed_out = False
         self._running: set[asyncio.Task[TrialResult]] = set()
         self._sched: Scheduler[tuple[TrialPlan, int]] | None = None
         self._closing: asyncio.Future[None] | None = None
@@ -172,10 +171,6 @@ class JobRunner:
             self._closing = asyncio.ensure_future(self._sched.close())
         for t in list(self._running):
             t.cancel()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancelled
 
     # -- running ---------------------------------------------------------------
     async def run(self) -> JobSummary:
@@ -366,6 +361,5 @@ class JobRunner:
 
     async def _job_deadline(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-        self._timed_out = True
         self.log.warning(f"job time limit of {seconds:g}s reached")
         self.cancel()
