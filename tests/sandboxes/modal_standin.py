@@ -444,6 +444,7 @@ class StandinSandbox:
             (self.root / d).mkdir(parents=True, exist_ok=True)
         self.terminated = False
         self.expired = False
+        self.terminate_called = False
         self.ended = asyncio.Event()  # set when the sandbox stops, for whatever reason
         self.entrypoint_pid: int | None = None
         self._fs = StandinSandboxFilesystem(self)
@@ -684,7 +685,23 @@ class StandinSandbox:
         self.ended.set()
 
     @aio_method
+    async def poll(self) -> int | None:
+        """None while it runs; then as modal/sandbox/_common.py:215-222 reports an end:
+        124 at its timeout, 137 when terminated, else its entrypoint's exit code."""
+        self._world.record("Sandbox.poll", object_id=self._object_id)
+        if self.terminated:  # its end is decided: the result is final once it is down
+            await self.ended.wait()
+        if not self.ended.is_set():
+            return None
+        if self.expired:
+            return 124
+        if self.terminate_called or self._init is None or self._init.returncode is None:
+            return 137
+        return self._init.returncode if self._init.returncode >= 0 else 137
+
+    @aio_method
     async def terminate(self, *, wait: bool = False) -> int | None:
+        self.terminate_called = True
         self._world.record("Sandbox.terminate", object_id=self._object_id)
         await asyncio.sleep(0.01)  # a round trip, so callers must really wait for it
         if not self.terminated or not self.ended.is_set():

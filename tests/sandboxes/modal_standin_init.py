@@ -112,8 +112,11 @@ def main():
             if pid == 0:
                 break
             if pid == entrypoint:
-                # dumb-init: its child is gone, so it exits, and the sandbox ends.
-                sys.exit(0)
+                # dumb-init: its child is gone, so it exits with the child's status
+                # (128 + signal when killed), and the sandbox ends.
+                sys.exit(
+                    128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+                )
             entry = running.pop(pid, None)
             if entry is None:
                 continue

@@ -396,6 +396,7 @@ async def test_every_declared_sdk_use_is_exercised(
     await sb.upload_dir(tmp_path / "up", "/up")
     await sb.download_dir("/up", tmp_path / "down")
     assert sb.sandbox_id.startswith("sb-")
+    assert await sb.ended_by_contents() is None  # running: poll says None
     await provider.cleanup("job-1")
     await sb.close()
     await provider.aclose()

@@ -22,7 +22,7 @@ from uuid import uuid4
 from crucible.agents.base import Agent, AgentContext
 from crucible.engine.artifacts import Taken, hand_over
 from crucible.engine.collect import TrialCollector
-from crucible.engine.grading import blamed, grade, record_grade, shielded
+from crucible.engine.grading import blamed, ended_by_attempt, grade, record_grade, shielded
 from crucible.engine.healthcheck import run_healthcheck
 from crucible.engine.separate import grade_separately, verifier_spec
 from crucible.engine.spec import TrialPlan, build_spec
@@ -178,43 +178,60 @@ class _TrialRun:
     phase: _Phase | None = None
     collector: TrialCollector | None = None
     submission: Submission | None = None  # taken from the agent's sandbox (separate mode)
+    agent_started: bool = False  # from here on, the sandbox's end may be the attempt's
 
     async def phases(self) -> None:
         sandbox: Sandbox | None = None
         try:
             sandbox = await self._environment()
-            if self.plan.task.steps:  # each step's agent phase and grade: engine/steps.py
-                self.collector = TrialCollector(self.trial_dir, self.log)
-                steps = StepsRun(
-                    self.plan.task,
-                    self.agent,
-                    _run_agent,
-                    self.trial_dir,
-                    self.log,
-                    self.result,
-                    self.collector,
-                )
-                self.phase = _Phase(self.log, "agent_execution")  # every step's, graded
-                await steps.run(sandbox)
-                self.result.agent_execution, self.phase = self.phase.done(), None
-                return
-            await self._agent(sandbox)
-            separate = self.plan.task.config.verifier_mode() == VerifierMode.separate
-            assert self.collector is not None  # made by the agent phase's collection
-            taken, changed = await hand_over(
-                sandbox, self.plan.task, self.collector, self.log, separate=separate
-            )
-            if separate:  # nothing else needs the agent's sandbox: gone before grading
-                self.result.tampered_paths = changed
-                if has_stages(self.plan.task):  # the submission is the agent's: taken first
-                    self.submission = await blamed(sandbox, self._submission(sandbox))
-                await shielded(sandbox.close())
-            await self._verify(sandbox, taken if separate else None)
+            try:
+                await self._attempt(sandbox)
+            except Exception as exc:
+                if not self.agent_started:  # nothing of the attempt's ran yet
+                    raise
+                ended = await ended_by_attempt(sandbox, exc)  # did the agent end it?
+                if ended is None:
+                    raise
+                raise ended from exc
         finally:
             if sandbox is not None:
                 await shielded(sandbox.close())
             if self.collector is not None:
                 self.collector.write()
+
+    async def _attempt(self, sandbox: Sandbox) -> None:
+        """The agent phase(s) and grading, in a sandbox whose environment is ready."""
+        if self.plan.task.steps:  # each step's agent phase and grade: engine/steps.py
+            self.collector = TrialCollector(self.trial_dir, self.log)
+            steps = StepsRun(
+                self.plan.task,
+                self.agent,
+                self._run_agent,
+                self.trial_dir,
+                self.log,
+                self.result,
+                self.collector,
+            )
+            self.phase = _Phase(self.log, "agent_execution")  # every step's, graded
+            await steps.run(sandbox)
+            self.result.agent_execution, self.phase = self.phase.done(), None
+            return
+        await self._agent(sandbox)
+        separate = self.plan.task.config.verifier_mode() == VerifierMode.separate
+        assert self.collector is not None  # made by the agent phase's collection
+        taken, changed = await hand_over(
+            sandbox, self.plan.task, self.collector, self.log, separate=separate
+        )
+        if separate:  # nothing else needs the agent's sandbox: gone before grading
+            self.result.tampered_paths = changed
+            if has_stages(self.plan.task):  # the submission is the agent's: taken first
+                self.submission = await blamed(sandbox, self._submission(sandbox))
+            await shielded(sandbox.close())
+        await self._verify(sandbox, taken if separate else None)
+
+    async def _run_agent(self, agent: Agent, ctx: AgentContext) -> AgentResult:
+        self.agent_started = True
+        return await _run_agent(agent, ctx)
 
     async def _environment(self) -> Sandbox:
         task, result = self.plan.task, self.result
@@ -251,7 +268,7 @@ class _TrialRun:
             logs_dir=self.trial_dir / AGENT_DIR,
             timeout_sec=task.agent_timeout_sec,
         )
-        result.agent_result = await _run_agent(self.agent, ctx)
+        result.agent_result = await self._run_agent(self.agent, ctx)
         err = result.agent_result.error
         result.agent_execution = self.phase.done(f"agent error: {err.type}" if err else "")
         await self._collect(sandbox, LOGS_AGENT)

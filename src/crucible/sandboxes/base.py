@@ -137,6 +137,14 @@ class Sandbox(abc.ABC):
         except Exception:
             return False
 
+    async def ended_by_contents(self) -> str | None:
+        """Once the sandbox is no longer alive: how its own processes ended it (its main
+        process exited or was killed from inside, it ran out of its own memory), or None
+        when it was lost otherwise (the provider gone, closed by crucible) or the provider
+        cannot tell. An attempt that can end its sandbox must not turn its 0 into an
+        excluded sandbox_failed (engine/grading.py `blamed`). Never raises."""
+        return None
+
     async def changed_system_paths(self) -> list[str] | None:
         """System paths (/usr, /etc, /bin, /lib...) changed since the sandbox started,
         or None when this provider cannot see them cheaply."""

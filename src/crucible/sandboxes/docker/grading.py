@@ -1,6 +1,6 @@
 """What the engine needs of a Docker sandbox once the agent phase is over (a
 mixin of DockerSandbox): a reset of a directory checked from the host,
-liveness, and the container's changes to system paths.
+liveness and how the container ended, and its changes to system paths.
 
 Docker gives no handle on the container's files but the Engine API, so the
 reset itself is a root exec (rm + mkdir, the container's own tools); whether
@@ -36,6 +36,12 @@ ENGINE_FILES = frozenset(
 )
 MAX_CHANGES = 500
 _KIND = {0: "changed", 1: "added", 2: "deleted"}
+
+
+def ended(state: dict[str, Any]) -> str:
+    """How a container ended, from its State."""
+    oom = ", killed for memory" if state.get("OOMKilled") else ""
+    return f"state {state.get('Status')}, exit code {state.get('ExitCode')}{oom}"
 
 
 def stat_problem(stat: dict[str, Any] | None) -> str | None:
@@ -117,6 +123,9 @@ class DockerGrading:
     async def _running(self) -> bool:
         raise NotImplementedError
 
+    async def _state(self) -> dict[str, Any] | None:
+        raise NotImplementedError
+
     def _abs(self, path: str) -> str:
         raise NotImplementedError
 
@@ -155,6 +164,15 @@ class DockerGrading:
 
     async def alive(self) -> bool:
         return not self._closed and await self._running()
+
+    async def ended_by_contents(self) -> str | None:
+        # Exited, not removed by us, while the engine answers: only its contents end a
+        # container (a `kill -9 -1` takes the keeper, and docker-init follows its
+        # child), or its own memory cap does.
+        state = None if self._closed else await self._state()
+        if state is None or state.get("Running") or state.get("Status") not in ("exited", "dead"):
+            return None
+        return f"its main process ended: {ended(state)}"
 
     async def changed_system_paths(self) -> list[str] | None:
         try:

@@ -24,7 +24,7 @@ from crucible.sandboxes.collect.sink import Sink
 from crucible.sandboxes.collect.tar import collect_tar
 from crucible.sandboxes.docker.client import EngineClient
 from crucible.sandboxes.docker.exec import KILL_SCRIPT, MARKER_VAR, OOM_COUNT_CMD, ExecStream
-from crucible.sandboxes.docker.grading import DockerGrading
+from crucible.sandboxes.docker.grading import DockerGrading, ended
 from crucible.sandboxes.proc import decode
 
 log = logging.getLogger(__name__)
@@ -88,15 +88,17 @@ class DockerSandbox(DockerGrading, Sandbox):
             raise SandboxFailed(f"sandbox {self.name} is closed")
         return await self._engine.call(fn, *args, **kwargs)
 
+    async def _state(self) -> dict[str, Any] | None:
+        """The container's State as the engine reports it; None when it cannot say."""
+        try:
+            return dict((await self._engine.call(self._api.inspect_container, self.id))["State"])
+        except Exception:
+            return None
+
     async def _lost(self, err: BaseException) -> SandboxFailed:
         """A SandboxFailed that says what became of the container."""
-        try:
-            state = (await self._engine.call(self._api.inspect_container, self.id))["State"]
-            what = f"state {state.get('Status')}, exit code {state.get('ExitCode')}"
-            if state.get("OOMKilled"):
-                what += ", killed for memory"
-        except Exception:
-            what = "container gone"
+        state = await self._state()
+        what = "container gone" if state is None else ended(state)
         return SandboxFailed(f"sandbox {self.name} failed ({what}): {short(err)}")
 
     # -- exec -------------------------------------------------------------------
@@ -191,11 +193,8 @@ class DockerSandbox(DockerGrading, Sandbox):
         )
 
     async def _running(self) -> bool:
-        try:
-            state = (await self._engine.call(self._api.inspect_container, self.id))["State"]
-            return bool(state.get("Running"))
-        except Exception:
-            return False
+        state = await self._state()
+        return bool(state and state.get("Running"))
 
     async def _exit_code(self, exec_id: str, timed_out: bool) -> int:
         docker = sdk()

@@ -217,6 +217,20 @@ class ModalSandbox(ModalFiles):
         if not res.ok:
             raise SandboxFailed(f"modal kill_all failed ({res.exit_code}): {res.stderr[:300]}")
 
+    async def ended_by_contents(self) -> str | None:
+        # Ended, not terminated by us and not at its timeout (124): its entrypoint
+        # exited, and what runs inside can make it (kill it, fill the memory). A
+        # terminate from outside crucible (an operator's) also reads 137: counted.
+        if self._closed or time.monotonic() >= self._ends_at:
+            return None
+        try:
+            code = await self._sdk.aio(self._sb, "Sandbox.poll")
+        except Exception:
+            return None
+        if code is None or code == 124:
+            return None
+        return f"its entrypoint ended with exit code {code}"
+
     async def close(self) -> None:
         if self._close_task is None:
             self._closed = True

@@ -80,6 +80,7 @@ SDK_USES: tuple[SdkUse, ...] = (
     SdkUse("Sandbox", "object_id", "property"),
     SdkUse("Sandbox", "exec", "aio", ("timeout", "workdir", "env", "text"), -1),
     SdkUse("Sandbox", "terminate", "aio"),
+    SdkUse("Sandbox", "poll", "aio"),
     SdkUse("Sandbox", "filesystem", "property"),
     SdkUse("SandboxFilesystem", "read_bytes", "aio", positional=1),
     SdkUse("SandboxFilesystem", "write_bytes", "aio", positional=2),
