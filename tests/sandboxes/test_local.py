@@ -137,6 +137,16 @@ async def test_background_process_persists_between_execs(sb: LocalSandbox) -> No
     assert not (await sb.exec(f"kill -0 {pid}", timeout=10)).ok
 
 
+async def test_kill_all_sweeps_again_after_any_exec(sb: LocalSandbox) -> None:
+    await sb.kill_all()
+    await sb.kill_all()  # nothing ran since the sweep: nothing to kill, no sweep
+    r = await sb.exec("nohup sleep 300 >/dev/null 2>&1 & echo $!", timeout=10)
+    pid = r.stdout.strip()
+    assert (await sb.exec(f"kill -0 {pid}", timeout=10)).ok
+    await sb.kill_all()  # an exec ran: this one sweeps
+    assert not (await sb.exec(f"kill -0 {pid}", timeout=10)).ok
+
+
 async def test_timeout_kills_children(sb: LocalSandbox) -> None:
     r = await sb.exec("sleep 200 & echo $! > /tmp/c; (sleep 201 &); sleep 202", timeout=0.5)
     assert r.timed_out and r.exit_code == 124
