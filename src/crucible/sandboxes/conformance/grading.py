@@ -6,9 +6,12 @@ alive) and the verifier's own run_verifier, so they hold for any provider.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import tempfile
 from pathlib import Path
 
+from crucible.errors import SandboxFailed
 from crucible.sandboxes.base import Sandbox
 from crucible.sandboxes.conformance.core import Ctx, check, expect
 from crucible.verifiers.rewards import REWARD_DIR
@@ -127,3 +130,25 @@ async def _reset_alive(ctx: Ctx) -> str:
         await sb.close()
         expect(not await sb.alive(), "a closed sandbox says it is alive")
     return "reset_dir empties trees (hidden names, mode 0 folders) and makes missing ones; alive tracks close"
+
+
+@check("agent_cannot_end_sandbox_unseen")
+async def _end_seen(ctx: Ctx) -> str:
+    """An agent (root inside) that kills every process it can either leaves the sandbox
+    alive or ends it in a way the provider attributes to the contents, so the trial
+    counts against the attempt instead of being excluded as sandbox_failed."""
+    async with ctx.sandbox("agent_cannot_end_sandbox_unseen") as sb:
+        expect(await sb.ended_by_contents() is None, "a live sandbox says its contents ended it")
+        with contextlib.suppress(SandboxFailed):  # the exec may go down with its sandbox
+            await sb.exec("kill -9 -1; kill -9 1; exit 0", timeout=30, cwd="/")
+        how = None
+        for _ in range(20):  # a container stops a moment after its keeper dies
+            how = await sb.ended_by_contents()
+            if how is not None:
+                break
+            await asyncio.sleep(0.05)
+        if how is None:
+            expect(await sb.alive(), "kill -9 -1 ended the sandbox, read as an infrastructure loss")
+            return "kill -9 -1 from inside: the sandbox lives on"
+        expect(not await sb.alive(), f"a live sandbox says it ended: {how}")
+        return f"kill -9 -1 from inside ended the sandbox, counted against the attempt: {how}"
