@@ -157,6 +157,22 @@ def test_terminal_agent_decorator_only_is_vetoed_and_proper_port_scores_one(
         passed["trial_name"]: None,
     }
 
+    # one trial in detail: every stage, the whole reason, the judge's tokens apart
+    one = cli("runs", "get", "wc", "--jobs-dir", str(jobs), "--trial", vetoed["trial_name"])
+    assert "judge (judge, veto): vetoed verdict veto  pass=0" in one
+    assert f"reason: {VETO_REASON}" in one and "model gpt-4o-mini" in one
+    assert "700 in / 30 out tokens" in one and "test script gave reward 1.000" in one
+    shown = json.loads(cli("runs", "get", "wc", "--jobs-dir", str(jobs), "--trial",
+                           vetoed["trial_name"], "--json"))  # fmt: skip
+    assert shown["reward"] == 0.0 and shown["stage_note"] == f"judge vetoed: {VETO_REASON}"
+    assert [s["status"] for s in shown["stages"]] == ["passed", "passed", "vetoed"]
+    assert shown["agent"]["n_input_tokens"] == vetoed["agent_result"]["n_input_tokens"]
+    assert shown["stage_cost_usd"] == vetoed["verifier_result"]["stages"][2]["cost_usd"]
+
+    for name, code in (("modal-wordcount__", 2), ("no-such-trial", 3)):
+        res = runner.invoke(app, ["runs", "get", "wc", "--jobs-dir", str(jobs), "--trial", name])
+        assert res.exit_code == code, res.output
+
     report = cli("report", "wc", "--jobs-dir", str(jobs))
     for column in ("reward", "contracts.present", "judge.pass"):
         assert column in report
