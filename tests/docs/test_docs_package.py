@@ -52,8 +52,10 @@ def test_modal_api_pages_are_found_with_real_signatures(
     text = show_page(modal_index, page, limit=400).text
     assert signature in text
     # the docstring is the installed SDK's own
-    owner, name = page.rsplit(".", 1)
-    doc = inspect.getdoc(getattr(eval(owner, {"modal": modal}), name)) or ""
+    obj: object = modal
+    for part in page.split(".")[1:]:
+        obj = getattr(obj, part)
+    doc = inspect.getdoc(obj) or ""
     assert doc.splitlines()[0] in text
 
 
