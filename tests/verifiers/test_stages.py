@@ -312,3 +312,81 @@ async def test_a_submission_cut_short_by_a_cap_is_not_read(tmp_path: Path) -> No
     sub = r.verifier_result.submission
     assert sub.files == [] and sub.missing == ["/app/main.py"]
     assert any(n.startswith("/app/main.py: file") for n in sub.notes), sub.notes
+
+
+# -- a judge with no endpoint configured -------------------------------------------------
+
+UNSET_ENV = "CRUCIBLE_TEST_JUDGE_UNSET_URL"
+
+
+def unconfigured_judge(policy: str | None, *, base_url: str | None = None) -> str:
+    toml = (f'[[metadata.crucible.stages]]\nkind = "judge"\nmodel = "gpt-4o-mini"\n'
+            f'base_url_env = "{UNSET_ENV}"\nmax_retries = 0\n')  # fmt: skip
+    if base_url is not None:
+        toml += f'base_url = "{base_url}"\n'
+    return toml + (f'if_unconfigured = "{policy}"\n' if policy else "")
+
+
+async def test_unconfigured_judge_is_model_failed_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(UNSET_ENV, "  ")  # set but blank counts as unset
+    task = make_task(tmp_path / "t", CONTRACTS + unconfigured_judge(None))
+    v = VerifierResult(rewards={"reward": 1.0})
+    with pytest.raises(ModelFailed, match=rf"\${UNSET_ENV} is unset"):
+        await pipeline(task, submitted(tmp_path, GOOD), tmp_path, v=v)
+    assert [s.status for s in v.stages] == ["passed", "passed", "error"]
+    assert v.rewards is None
+
+
+async def test_unconfigured_judge_with_skip_is_recorded_as_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(UNSET_ENV, raising=False)
+    task = make_task(tmp_path / "t", CONTRACTS + unconfigured_judge("skip"))
+    v = await pipeline(task, submitted(tmp_path, GOOD), tmp_path)
+    judge = v.stages[-1]
+    assert (judge.status, judge.reason) == (
+        "skipped",
+        f"judge not configured: ${UNSET_ENV} is unset",
+    )
+    assert judge.usage is None and judge.model is None  # no call was made
+    # the rollout keeps the script's reward; no judge component is invented
+    assert v.rewards == {"reward": 1.0, "contracts.present": 1.0}
+    assert v.stage_note() is None  # a skip is not why a trial scored what it did
+
+
+async def test_skip_never_hides_a_configured_endpoint_that_fails(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_openai.fail_always = 503
+    # configured through the variable ...
+    monkeypatch.setenv(UNSET_ENV, fake_openai.url)
+    task = make_task(tmp_path / "t", CONTRACTS + unconfigured_judge("skip"))
+    with pytest.raises(ModelFailed, match="HTTP 503"):
+        await pipeline(task, submitted(tmp_path, GOOD), tmp_path)
+    # ... or through base_url when the variable is unset
+    monkeypatch.delenv(UNSET_ENV)
+    task = make_task(
+        tmp_path / "t2", CONTRACTS + unconfigured_judge("skip", base_url=fake_openai.url)
+    )
+    with pytest.raises(ModelFailed, match="HTTP 503"):
+        await pipeline(task, submitted(tmp_path, GOOD), tmp_path)
+    assert len(fake_openai.requests) == 2
+
+
+async def test_skip_applies_once_the_operator_sets_the_endpoint(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(UNSET_ENV, fake_openai.url)
+    fake_openai.push(text('{"verdict": "veto", "reason": "decorated only"}'))
+    task = make_task(tmp_path / "t", CONTRACTS + unconfigured_judge("skip"))
+    v = await pipeline(task, submitted(tmp_path, GOOD), tmp_path)
+    assert v.stages[-1].status == "vetoed" and v.rewards is not None
+    assert v.rewards["reward"] == 0.0
+
+
+def test_if_unconfigured_takes_only_error_or_skip(tmp_path: Path) -> None:
+    task = make_task(tmp_path / "t", unconfigured_judge("ignore"))
+    with pytest.raises(TaskInvalid, match="if_unconfigured"):
+        declared(task)

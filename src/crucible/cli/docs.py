@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from crucible.cli.common import JsonOpt, console, fail, print_json
 from crucible.errors import ExitCode
@@ -28,37 +29,59 @@ def register(app: typer.Typer) -> None:
 
     @docs.command("index")
     def index_cmd(
-        source: str = typer.Argument(
-            ..., help="A folder of .md/.html pages, one page, or an llms.txt-style list."
+        source: str | None = typer.Argument(
+            None, help="A folder of .md/.html pages, one page, or an llms.txt-style list."
+        ),
+        package: str | None = typer.Option(
+            None,
+            "--package",
+            help="Instead of SOURCE: the API reference of an installed Python package "
+            "(its docstrings and signatures; nothing is fetched).",
         ),
         out: Path | None = typer.Option(None, "--out", help="Index folder (default: as --index)."),
         as_json: bool = JsonOpt,
     ) -> None:
-        """Build (or rebuild) an index from SOURCE."""
-        from crucible.docs.index import build_index
+        """Build (or rebuild) an index from SOURCE, or from an installed package (--package)."""
+        from crucible.docs.index import build_index, build_package_index
         from crucible.docs.sources import SourceError
 
+        if (source is None) == (package is None):
+            fail(
+                ExitCode.USAGE,
+                "usage",
+                "give SOURCE or --package NAME, not both"
+                if source
+                else "give SOURCE or --package NAME",
+                hint="crucible docs index ./sdk-docs   |   crucible docs index --package modal",
+                as_json=as_json,
+            )
         target = _index_dir(out)
         try:
-            stats = build_index(source, target)
+            stats = (
+                build_package_index(package, target)
+                if package is not None
+                else build_index(str(source), target)
+            )
         except SourceError as exc:
             fail(ExitCode.NOT_FOUND, "not_found", str(exc), as_json=as_json)
         if stats.n_pages == 0:
             fail(
                 ExitCode.ERROR,
                 "empty",
-                f"no pages found in {source}",
-                hint="pages are .md, .html, .txt or .rst files",
+                f"no pages found in {source or 'package ' + str(package)}",
+                hint="pages are .md, .html, .txt or .rst files" if source else None,
                 as_json=as_json,
             )
         if as_json:
             print_json(stats.model_dump())
             return
         console.print(
-            f"indexed [bold]{stats.n_pages}[/] pages ({stats.n_chars:,} chars) into {stats.index}"
+            f"indexed [bold]{stats.n_pages}[/] pages ({stats.n_chars:,} chars) of "
+            f"{escape(stats.source)} into {stats.index}",
+            highlight=False,
         )
         for problem in stats.problems:
-            console.print(f"[yellow]skipped[/]: {problem}", highlight=False)
+            console.print(f"[yellow]skipped[/]: {escape(problem)}", highlight=False)
 
     @docs.command("query")
     def query_cmd(

@@ -7,7 +7,8 @@ never see half an index.
 
 The package's three parts: `index.build_index(source, out)` turns a folder of
 markdown/HTML pages or an llms.txt-style list into an SQLite FTS5 index (BM25
-ranking); `query.search(index, keys)` returns the most relevant pages first;
+ranking), and `index.build_package_index(name, out)` does the same with the API
+reference read from an installed package (package.py); `query.search(index, keys)` returns the most relevant pages first;
 `show.show_page(index, page, offset, limit)` returns a bounded window of one page.
 """
 
@@ -96,14 +97,7 @@ def write_index(pages: list[Page], index_dir: Path, source: str) -> Path:
     return final
 
 
-def build_index(source: Path | str, index_dir: Path) -> IndexStats:
-    """Read every page of `source` and write the index; problems are returned, not hidden."""
-    pages, problems = read_source(source)
-    src = (
-        str(source)
-        if str(source).startswith(("http://", "https://"))
-        else str(Path(source).resolve())
-    )
+def _index_pages(pages: list[Page], problems: list[str], index_dir: Path, src: str) -> IndexStats:
     path = write_index(pages, index_dir, src)
     return IndexStats(
         index=str(path),
@@ -112,6 +106,25 @@ def build_index(source: Path | str, index_dir: Path) -> IndexStats:
         n_chars=sum(len(p.text) for p in pages),
         problems=problems,
     )
+
+
+def build_index(source: Path | str, index_dir: Path) -> IndexStats:
+    """Read every page of `source` and write the index; problems are returned, not hidden."""
+    pages, problems = read_source(source)
+    src = (
+        str(source)
+        if str(source).startswith(("http://", "https://"))
+        else str(Path(source).resolve())
+    )
+    return _index_pages(pages, problems, index_dir, src)
+
+
+def build_package_index(package: str, index_dir: Path, **bounds: int) -> IndexStats:
+    """The API reference of an installed package (docs/package.py) as an index; no network."""
+    from crucible.docs.package import package_pages
+
+    pages, problems, label = package_pages(package, **bounds)
+    return _index_pages(pages, problems, index_dir, label)
 
 
 def open_index(index_dir: Path) -> sqlite3.Connection:

@@ -40,6 +40,8 @@ def resolve_page(index_dir: Path, page: str) -> tuple[str, str, str]:
 
             for test in (
                 lambda r: r["path"].lower().endswith("/" + want),
+                # an API page named by its tail: `Function.map` for `modal.Function.map`
+                lambda r: r["path"].lower().endswith("." + want),
                 lambda r: stem(r["path"]) == want or stem(r["path"]) == stem(want),
                 lambda r: r["title"].lower() == want,
             ):

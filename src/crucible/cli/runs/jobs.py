@@ -100,6 +100,13 @@ def get_cmd(
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Add the reward over time and a row per trial."
     ),
+    trial: str | None = typer.Option(
+        None,
+        "--trial",
+        "-t",
+        help="One finished trial (name or unique prefix) in detail: its rewards and each "
+        "verifier stage's status, verdict, whole reason, and the judge's tokens and cost.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Status, progress (done/total), current mean reward and errors by kind of one job."""
@@ -107,6 +114,11 @@ def get_cmd(
 
     with open_jobs_dir(jobs_dir, as_json) as jd:
         rec = resolve(jd, job_id, as_json)
+        if trial is not None:
+            from crucible.cli.runs.trial import find_trial, print_trial, trial_detail
+
+            print_trial(trial_detail(find_trial(rec.path, trial, as_json)), as_json)
+            return
         d = job_detail(jd, rec, verbose=verbose)
     if as_json:
         print_json(d.model_dump(mode="json"))

@@ -9,6 +9,12 @@ result.json with the model). Transport failures are retried by the client; a rep
 that is not a verdict is asked again up to `verdict_attempts` times. Either way out
 is ModelFailed: the trial ends model_failed (retried, left out of means), never 0 or 1.
 The judge's usage and cost are the stage's, recorded apart from the agent's.
+
+An endpoint that is not configured at all (no base_url, and base_url_env unset or
+empty) is ModelFailed too, unless the task says `if_unconfigured = "skip"`: then the
+stage is recorded as skipped with the reason, so that example tasks run offline and
+are still judged once the operator sets the endpoint. A configured endpoint that
+fails is never skipped.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import hashlib
 import json
 import os
 import re
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -60,20 +66,31 @@ class JudgeSpec(StageSpec):
     max_retries: int = Field(default=3, ge=0, le=10)
     backoff_base_sec: float = Field(default=1.0, ge=0.0)
     verdict_attempts: int = Field(default=2, ge=1, le=5)
+    # No endpoint configured at all: "error" (model_failed) or "skip" (recorded as skipped).
+    if_unconfigured: Literal["error", "skip"] = "error"
+
+    def _env_url(self) -> str:
+        return os.environ.get(self.base_url_env, "").strip() if self.base_url_env else ""
+
+    def unconfigured(self) -> str | None:
+        """Why no endpoint is configured (None when one is): base_url_env names a variable
+        that is unset or empty and there is no base_url to fall back on, or neither is set."""
+        if self._env_url() or self.base_url:
+            return None
+        if self.base_url_env:
+            return f"${self.base_url_env} is unset"
+        return "the stage names no base_url or base_url_env"
 
     def resolved_base_url(self) -> str:
-        if self.base_url_env:
-            value = os.environ.get(self.base_url_env, "").strip()
-            if value:
-                return value
-            if not self.base_url:
-                raise ModelFailed(
-                    f"judge stage {self.stage_name!r}: ${self.base_url_env} is not set",
-                    hint=f"export {self.base_url_env}=<OpenAI-compatible base URL>",
-                )
-        if not self.base_url:
-            raise ModelFailed(f"judge stage {self.stage_name!r} names no endpoint")
-        return self.base_url
+        why = self.unconfigured()
+        if why is not None:
+            hint = (
+                f"export {self.base_url_env}=<OpenAI-compatible base URL>"
+                if self.base_url_env
+                else "set base_url or base_url_env in the stage's table"
+            )
+            raise ModelFailed(f"judge stage {self.stage_name!r}: {why}", hint=hint)
+        return self._env_url() or str(self.base_url)
 
 
 def build_messages(
@@ -126,6 +143,9 @@ class JudgeStage(Stage):
 
     async def run(self, ctx: StageContext) -> StageResult:
         spec = self.spec
+        why = spec.unconfigured()
+        if why is not None and spec.if_unconfigured == "skip":
+            return self.result(status="skipped", reason=f"judge not configured: {why}")
         base_url = spec.resolved_base_url()
         contracts = spec.contracts if spec.contracts is not None else ctx.required_contracts
         messages = build_messages(
