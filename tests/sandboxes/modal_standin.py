@@ -419,6 +419,9 @@ class StandinSandboxFilesystem:
     async def copy_to_local(self, remote_path: str, local_path: str | os.PathLike) -> None:  # type: ignore[type-arg]
         path = self._readable(remote_path)
         Path(local_path).parent.mkdir(parents=True, exist_ok=True)
+        self._sb._world.record(
+            "SandboxFilesystem.copy_to_local", remote_path=remote_path, size=path.stat().st_size
+        )
         shutil.copyfile(path, local_path)
 
 

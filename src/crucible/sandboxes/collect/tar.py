@@ -35,13 +35,24 @@ def _kind(m: tarfile.TarInfo) -> EntryType:
     return next((kind for test, kind in _KINDS if getattr(m, test)()), "other")
 
 
-def collect_tar(chunks: Iterable[bytes], sink: Sink, *, strip: int) -> None:
+def tar_allowance(sink: Sink) -> int:
+    """The most bytes a tar stream needs to carry all that the sink can still take: its
+    byte budget, plus a header block and padding per entry left and the end blocks.
+    A provider that must stage a stream before reading it (Modal) cuts it there."""
+    room = sink.budget.bytes_left + 1024 * (sink.budget.entries_left + 2) + 10240
+    return min(room, sink.limits.stream_bytes)
+
+
+def collect_tar(chunks: Iterable[bytes], sink: Sink, *, strip: int, cap: int | None = None) -> None:
     """Copy the members of a tar of sink.src into the sink.
 
     `strip`: 1 when members are named after the folder itself (Docker:
     "agent/x"), 0 when they are relative to it (`tar -C src .`: "./x").
+    `cap`: where the stream is cut (default: the limits' stream_bytes); a
+    longer stream is noted as cut.
     """
-    raw = ChunkReader(chunks, sink.limits.stream_bytes)
+    limit = sink.limits.stream_bytes if cap is None else min(cap, sink.limits.stream_bytes)
+    raw = ChunkReader(chunks, limit)
     top: str | None = None
     try:
         with tarfile.open(fileobj=io.BufferedReader(raw, CHUNK), mode="r|") as tar:
@@ -70,7 +81,7 @@ def collect_tar(chunks: Iterable[bytes], sink: Sink, *, strip: int) -> None:
                 except NotADirectoryError:  # "a" was a file, now "a/b" wants it a folder
                     sink.note((name,), _kind(m), "clashes with an earlier member: skipped")
     except StreamCap:
-        msg = f"stream cut at {sink.limits.stream_bytes} bytes"
+        msg = f"stream cut at {limit} bytes"
         sink.note((), "dir", msg, truncated=True)
     except Full:
         pass

@@ -23,7 +23,7 @@ from typing import Any
 from crucible.errors import CrucibleError, SandboxFailed
 from crucible.sandboxes.base import ExecResult, Sandbox
 from crucible.sandboxes.collect.sink import Sink
-from crucible.sandboxes.collect.tar import collect_tar
+from crucible.sandboxes.collect.tar import collect_tar, tar_allowance
 from crucible.sandboxes.modal.sdk import Sdk
 
 PIECE_MAX = 64 << 20
@@ -141,16 +141,34 @@ class ModalFiles(Sandbox, abc.ABC):
         async with self._tar_of(f"[ -d {q} ] || exit 44; tar -cf {{t}} -C {q} .", src) as tar:
             await asyncio.to_thread(_untar, tar, Path(dst))
 
+    async def collect_into(self, src: str, sink: Sink) -> None:
+        """The folder `src` into the sink: a tar of it, read by the collection rules."""
+        src = self._abs(src)
+        q = shlex.quote(src)
+        await self._collect_tar(f"[ -d {q} ] || exit 44", f"-C {q} .", src, sink)
+
     async def collect_entry_into(self, parent: str, name: str, sink: Sink) -> None:
         """One entry of `parent` into the sink (whose `only` is `name`): a tar of that entry
         alone, read by the collection rules (links recorded, never made)."""
         parent = self._abs(parent)
         q, n = shlex.quote(parent), shlex.quote(name)
-        cmd = f"[ -e {q}/{n} ] || [ -L {q}/{n} ] || exit 44; tar -cf {{t}} -C {q} -- {n}"
-        async with self._tar_of(cmd, f"{parent}/{name}") as tar:
+        test = f"[ -e {q}/{n} ] || [ -L {q}/{n} ] || exit 44"
+        await self._collect_tar(test, f"-C {q} -- {n}", f"{parent}/{name}", sink)
+
+    async def _collect_tar(self, test: str, members: str, what: str, sink: Sink) -> None:
+        # Staged on the host before it is read, so cut in the sandbox: one byte over
+        # what the sink can still take tells the reader it was cut (a 1 GiB file
+        # never reaches the host). tar's own failure counts only below the cut.
+        cap = tar_allowance(sink)
+        cmd = (
+            f"{test}; ( tar -cf - {members}; echo $? > {{t}}.rc ) | head -c {cap + 1} > {{t}}; "
+            f'rc=$(cat {{t}}.rc); rm -f {{t}}.rc; [ "$rc" = 0 ] || '
+            f'[ "$(wc -c < {{t}})" -gt {cap} ] || (echo "tar exited $rc" >&2; exit 1)'
+        )
+        async with self._tar_of(cmd, what) as tar:
             with tar.open("rb") as f:
                 chunks = iter(lambda: f.read(1 << 20), b"")
-                await asyncio.to_thread(collect_tar, chunks, sink, strip=0)
+                await asyncio.to_thread(collect_tar, chunks, sink, strip=0, cap=cap)
 
     @contextlib.asynccontextmanager
     async def _tar_of(self, command: str, what: str) -> AsyncIterator[Path]:
