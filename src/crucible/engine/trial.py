@@ -26,6 +26,7 @@ from crucible.engine.grading import blamed, grade, record_grade, shielded
 from crucible.engine.healthcheck import run_healthcheck
 from crucible.engine.separate import grade_separately, verifier_spec
 from crucible.engine.spec import TrialPlan, build_spec
+from crucible.engine.step_grade import VerifierSandboxes
 from crucible.engine.steps import StepsRun
 from crucible.errors import (
     Cancelled,
@@ -185,6 +186,13 @@ class _TrialRun:
             sandbox = await self._environment()
             if self.plan.task.steps:  # each step's agent phase and grade: engine/steps.py
                 self.collector = TrialCollector(self.trial_dir, self.log)
+                verifiers = VerifierSandboxes(
+                    self.provider,
+                    self.plan.job_id,
+                    self.plan.trial_name,
+                    self.env_params,
+                    self.start_gate,
+                )
                 steps = StepsRun(
                     self.plan.task,
                     self.agent,
@@ -193,6 +201,7 @@ class _TrialRun:
                     self.log,
                     self.result,
                     self.collector,
+                    verifiers,
                 )
                 self.phase = _Phase(self.log, "agent_execution")  # every step's, graded
                 await steps.run(sandbox)
