@@ -1,10 +1,13 @@
 """Grading in a separate verifier sandbox (Harbor's `[verifier] environment_mode = "separate"`).
 
 The agent's sandbox is done with once its artifacts are taken (engine/artifacts.py)
-and is closed before this starts. The verifier runs in a NEW sandbox from
-[verifier.environment] (its docker_image; else tests/Dockerfile, the build context
-Harbor gives a verifier; else a fresh copy of the task's own environment), which
-gets only the taken artifacts, uploaded at their sandbox paths. Then grading goes
+and is closed before this starts (in a multi-step trial, engine/step_grade.py, it lives
+on for the next step and is closed only before the last step's grading). The verifier
+runs in a NEW sandbox with [verifier.environment]'s resources (a step's
+[steps.verifier.environment] first) and, in Harbor's order, the step's docker_image or
+steps/NAME/tests/Dockerfile, then the task's docker_image or tests/Dockerfile (the build
+context Harbor gives a verifier), else a fresh copy of the task's own environment, made
+as the agent's is. It gets only the taken artifacts, uploaded at their sandbox paths. Then grading goes
 exactly as in shared mode: /tests and /logs/verifier reset from the host side,
 the tests copied in, test.sh in the grading context, the reward read from what
 was collected of the verifier sandbox's /logs/verifier.
