@@ -81,3 +81,22 @@ def test_a_reward_planted_in_step_1_does_not_count_for_step_2_on_modal(
     result = json.loads(path.read_text())
     assert result["outcome"] == "verifier_failed" and result["verifier_result"] is None
     assert _steps(result) == [("write", 1.0), ("append", None)]
+
+
+def test_each_step_is_graded_in_its_own_verifier_sandbox_on_modal(
+    cloud: tuple[Any, World], tmp_path: Path
+) -> None:
+    task = tmp_path / "two-step"
+    shutil.copytree(HARBOR / "two-step", task)
+    toml = task / "task.toml"
+    head, rest = toml.read_text().split("[environment]")
+    toml.write_text(
+        f'{head}artifacts = ["/app/log.txt"]\n[verifier]\nenvironment_mode = "separate"\n'
+        f"[environment]{rest}"
+    )
+    result = _run(tmp_path / "jobs", task, "oracle")
+    assert result["outcome"] == "graded", result.get("error")
+    assert _steps(result) == [("write", 1.0), ("append", 1.0)]
+    assert [s["verifier_environment_mode"] for s in result["steps"]] == ["separate"] * 2
+    trial = tmp_path / "jobs" / "oracle" / "two-step__0"
+    assert (trial / "steps/append/sandbox/artifacts/app/log.txt").read_text() == "one\ntwo\n"

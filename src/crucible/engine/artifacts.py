@@ -7,7 +7,8 @@ crucible's collector (sandboxes/collect/): no link followed or made on the host,
 only regular files' bytes, within the artifacts' own caps. Each entry lands in
 <trial>/sandbox/artifacts/ at its destination, or at its sandbox path
 (/app/out.txt -> artifacts/app/out.txt); the first of two entries claiming one
-host path is kept. A separate verifier gets them back at their sandbox paths
+host path is kept. A multi-step trial takes them after every step, into
+<trial>/steps/NAME/sandbox/artifacts/. A separate verifier gets them back at their sandbox paths
 (`give`), and nothing else of the agent's sandbox.
 """
 
@@ -79,16 +80,19 @@ async def take_artifacts(
     log: FileLog,
     *,
     with_logs: bool = False,
+    into: Path | None = None,
 ) -> list[Taken]:
-    """Hooks, then every artifact into <trial>/sandbox/artifacts/. The caller has killed
-    every agent process; hooks may start some, so they are killed again first."""
+    """Hooks, then every artifact into <into>/sandbox/artifacts/ (`into`: the trial's folder,
+    or a step's). The caller has killed every agent process; hooks may start some, so they
+    are killed again first."""
     wanted = entries(task, with_logs=with_logs)
     if not wanted and not task.config.verifier.collect:
         return []
     await run_collect_hooks(sandbox, task, log)
     await sandbox.kill_all()
     trial_dir = collector.trial_dir
-    root = trial_dir / SANDBOX_DIR / ARTIFACTS_DIR
+    base = into or trial_dir
+    root = base / SANDBOX_DIR / ARTIFACTS_DIR
     taken: list[Taken] = []
     for i, entry in enumerate(wanted):
         path = _path(entry.source, task.workdir)
@@ -96,7 +100,7 @@ async def take_artifacts(
         if not name:
             log.warning(f"artifact {entry.source!r}: the sandbox root is not an artifact")
             continue
-        stage = trial_dir / SANDBOX_DIR / f".artifact-{i}"
+        stage = base / SANDBOX_DIR / f".artifact-{i}"
         record = await collector.collect_artifact(sandbox, parent, name, stage, entry.exclude)
         target = root / (entry.destination or path.lstrip("/"))
         problem = _place(stage / name, target)
@@ -130,12 +134,20 @@ def _place(got: Path, target: Path) -> str | None:
 
 
 async def hand_over(
-    sandbox: Sandbox, task: Task, collector: TrialCollector, log: FileLog, *, separate: bool
+    sandbox: Sandbox,
+    task: Task,
+    collector: TrialCollector,
+    log: FileLog,
+    *,
+    separate: bool,
+    into: Path | None = None,
 ) -> tuple[list[Taken], list[str] | None]:
-    """The end of the agent's sandbox's use (every agent process killed): the artifacts,
-    and in separate mode what the attempt changed in the system, read before it is closed."""
+    """The end of an agent phase (every agent process killed): the artifacts (into `into`,
+    a step's folder, when given), and in separate mode what the attempt changed in the
+    system, read before the verifier starts."""
     changed = await sandbox.changed_system_paths() if separate else None
-    return await take_artifacts(sandbox, task, collector, log, with_logs=separate), changed
+    taken = await take_artifacts(sandbox, task, collector, log, with_logs=separate, into=into)
+    return taken, changed
 
 
 async def give(sandbox: Sandbox, taken: list[Taken]) -> None:

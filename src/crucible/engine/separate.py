@@ -1,10 +1,13 @@
 """Grading in a separate verifier sandbox (Harbor's `[verifier] environment_mode = "separate"`).
 
 The agent's sandbox is done with once its artifacts are taken (engine/artifacts.py)
-and is closed before this starts. The verifier runs in a NEW sandbox from
-[verifier.environment] (its docker_image; else tests/Dockerfile, the build context
-Harbor gives a verifier; else a fresh copy of the task's own environment), which
-gets only the taken artifacts, uploaded at their sandbox paths. Then grading goes
+and is closed before this starts (in a multi-step trial, engine/step_grade.py, it lives
+on for the next step and is closed only before the last step's grading). The verifier
+runs in a NEW sandbox with [verifier.environment]'s resources (a step's
+[steps.verifier.environment] first) and, in Harbor's order, the step's docker_image or
+steps/NAME/tests/Dockerfile, then the task's docker_image or tests/Dockerfile (the build
+context Harbor gives a verifier), else a fresh copy of the task's own environment, made
+as the agent's is. It gets only the taken artifacts, uploaded at their sandbox paths. Then grading goes
 exactly as in shared mode: /tests and /logs/verifier reset from the host side,
 the tests copied in, test.sh in the grading context, the reward read from what
 was collected of the verifier sandbox's /logs/verifier.
@@ -31,38 +34,64 @@ from crucible.sandboxes.base import ExecResult, Provider, Sandbox, SandboxSpec
 from crucible.sandboxes.ratelimit import StartGate
 from crucible.store.logs import FileLog
 from crucible.tasks.loader import dockerfile_workdir, tree_digest
-from crucible.tasks.models import EnvironmentSection, Task
+from crucible.tasks.models import EnvironmentSection, StepSection, Task
 from crucible.verifiers.script import prepare_grading, run_verifier
 
 
-def verifier_environment(task: Task) -> EnvironmentSection:
-    """[verifier.environment], or a copy of the task's [environment] when it is unset."""
-    return task.config.verifier.environment or task.config.environment
+def verifier_environment(task: Task, step: StepSection | None = None) -> EnvironmentSection:
+    """Harbor's: [steps.verifier.environment], then [verifier.environment], then a copy of
+    the task's [environment]."""
+    own = step.verifier.environment if step is not None else None
+    return own or task.config.verifier.environment or task.config.environment
+
+
+def _bundled(task: Task, step: StepSection | None) -> tuple[str | None, Path | None]:
+    """A verifier image that carries its tests, in Harbor's order: the step's
+    [steps.verifier.environment] image or a Dockerfile in steps/NAME/tests/, then the
+    task's [verifier.environment] image or tests/Dockerfile. (None, None): none."""
+    candidates = [(task.config.verifier.environment, task.path / "tests")]
+    if step is not None:
+        candidates.insert(0, (step.verifier.environment, task.step_dir(step.name) / "tests"))
+    for env, tests in candidates:
+        if env is not None and env.docker_image:
+            return env.docker_image, None
+        if (tests / "Dockerfile").is_file():
+            return None, tests
+    return None, None
 
 
 def verifier_spec(
-    task: Task, *, job_id: str, trial_id: str, params: dict[str, str] | None = None
+    task: Task,
+    *,
+    job_id: str,
+    trial_id: str,
+    params: dict[str, str] | None = None,
+    step: StepSection | None = None,
 ) -> SandboxSpec:
+    """The verifier sandbox of `task` (the whole task, not a step's view), or of its
+    step `step` in a multi-step trial."""
     cfg = task.config
-    env = verifier_environment(task)
-    image, build, digest = env.docker_image, None, None
+    env = verifier_environment(task, step)
+    image, build = _bundled(task, step)
+    digest = None if build is None else tree_digest(build)
     workdir = env.workdir
-    tests_dockerfile = task.tests_dir / "Dockerfile"
-    if image is None and tests_dockerfile.is_file():
-        build, digest = task.tests_dir, tree_digest(task.tests_dir)
-        workdir = workdir or dockerfile_workdir(tests_dockerfile.read_text(errors="replace"))
-    elif image is None and task.dockerfile.is_file():
-        build, digest = task.environment_dir, task.environment_digest
-    elif image is None:  # [verifier.environment] naming no image: the task's own
+    if build is not None:
+        workdir = workdir or dockerfile_workdir((build / "Dockerfile").read_text(errors="replace"))
+    elif image is None:  # a fresh copy of the task's own environment, made as the agent's is
         image = cfg.environment.docker_image
-    # [verifier].network_mode is the verifier phase's policy: a sandbox of its own gets it
-    # from the start instead of switching.
-    phase = cfg.verifier
-    network = phase.network_mode or env.resolved_network()
-    hosts = phase.allowed_hosts if phase.network_mode is not None else env.allowed_hosts
+        if task.dockerfile.is_file():
+            build, digest = task.environment_dir, task.environment_digest
+    # [verifier].network_mode ([steps.verifier]'s first) is the verifier phase's policy: a
+    # sandbox of its own gets it from the start instead of switching.
+    phases = [cfg.verifier] if step is None else [step.verifier, cfg.verifier]
+    network, hosts = env.resolved_network(), env.allowed_hosts
+    for phase in phases:
+        if phase.network_mode is not None:
+            network, hosts = phase.network_mode, phase.allowed_hosts
+            break
     return SandboxSpec(
         job_id=job_id,
-        trial_id=f"{trial_id}__verifier",
+        trial_id=f"{trial_id}__verifier" + (f"__{step.name}" if step is not None else ""),
         task_name=task.name,
         image=image,
         dockerfile_dir=build,

@@ -1,11 +1,13 @@
 """A multi-step trial (Harbor's [[steps]]): every step in one sandbox, in order.
 
-For each step: stage steps/NAME/workdir/ into the workdir and run its setup.sh ->
-the step's healthcheck -> the agent phase with the step's instruction -> kill every
-process -> grade with the step's tests exactly as a one-step trial grades (the host
-resets /tests and /logs/verifier, then test.sh in the grading context; collected after
-the kill) -> check min_reward: a step below it (or without rewards) ends the trial's
-steps. The trial's rewards then come from the steps' by multi_step_reward_strategy
+For each step: empty /tests and /logs/verifier where the previous step was graded in
+place -> stage steps/NAME/workdir/ into the workdir and run its setup.sh -> the step's
+healthcheck -> the agent phase with the step's instruction -> kill every process ->
+take the step's artifacts (and submission) and grade it with its own tests, in the
+agent's sandbox or in a separate verifier sandbox, then the task's host-side stages
+(engine/step_grade.py) -> check min_reward on the rewards after the stages: a step
+below it (or without rewards) ends the trial's steps. The agent's sandbox lives until
+the last step is graded. The trial's rewards then come from the steps' by multi_step_reward_strategy
 (Harbor's: 'mean' per key over the graded steps, a missing key counting 0; 'final' the
 last step's as they are, none when its grading failed; unset means 'mean').
 
@@ -13,7 +15,8 @@ Blame is a one-step trial's: the first step's setup and healthcheck run before a
 agent, so their failure is the environment's (sandbox_failed); a later step's setup,
 healthcheck or grading that fails in a live sandbox may be an earlier agent's doing,
 so it is verifier_failed (counted, never retried).
-Each step's files land under <trial>/steps/NAME/ (agent/, sandbox/logs/..., verifier/).
+Each step's files land under <trial>/steps/NAME/ (agent/, sandbox/logs/...,
+sandbox/artifacts/, sandbox/submission/, verifier/).
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from crucible.agents.base import Agent, AgentContext
-from crucible.engine.artifacts import hand_over
 from crucible.engine.collect import TrialCollector
-from crucible.engine.grading import blamed, grade, record_grade
+from crucible.engine.grading import blamed
 from crucible.engine.healthcheck import run_healthcheck
+from crucible.engine.step_grade import StepGrader, VerifierSandboxes
 from crucible.errors import CrucibleError, SandboxFailed
 from crucible.records.trial import (
     AgentResult,
@@ -37,7 +42,7 @@ from crucible.records.trial import (
     utcnow,
 )
 from crucible.sandboxes.base import Sandbox
-from crucible.store.layout import AGENT_DIR, LOGS_AGENT, LOGS_VERIFIER, VERIFIER_DIR
+from crucible.store.layout import AGENT_DIR, LOGS_AGENT
 from crucible.store.logs import FileLog
 from crucible.tasks.models import StepSection, Task
 from crucible.tasks.sections import RewardStrategy
@@ -50,15 +55,27 @@ RunAgent = Callable[[Agent, AgentContext], Awaitable[AgentResult]]
 
 def step_task(task: Task, step: StepSection) -> Task:
     """The task as step `step` sees it: its instruction, tests, solution, and its
-    [steps.agent] / [steps.verifier] fields over the task's."""
+    [steps.agent] / [steps.verifier] fields over the task's, but as Harbor has them, the
+    verifier's env tables merged (the step's keys win), and the collect hooks and
+    artifacts the task's followed by the step's."""
     cfg = task.config
 
-    def over(base: object, own: object) -> object:
-        fields = {k: getattr(own, k) for k in own.model_fields_set}  # type: ignore[attr-defined]
-        return base.model_copy(update=fields)  # type: ignore[attr-defined]
+    def over(base: BaseModel, own: BaseModel, **merged: object) -> BaseModel:
+        fields = {k: getattr(own, k) for k in own.model_fields_set}
+        return base.model_copy(update={**fields, **merged})
 
+    verifier = over(
+        cfg.verifier,
+        step.verifier,
+        env={**cfg.verifier.env, **step.verifier.env},
+        collect=[*cfg.verifier.collect, *step.verifier.collect],
+    )
     config = cfg.model_copy(
-        update={"agent": over(cfg.agent, step.agent), "verifier": over(cfg.verifier, step.verifier)}
+        update={
+            "agent": over(cfg.agent, step.agent),
+            "verifier": verifier,
+            "artifacts": [*cfg.artifacts, *step.artifacts],
+        }
     )
     return task.model_copy(
         update={
@@ -117,41 +134,47 @@ class StepsRun:
     log: FileLog
     result: TrialResult
     collector: TrialCollector
+    verifiers: VerifierSandboxes
 
     async def run(self, sandbox: Sandbox) -> None:
         """Every step in order; the trial's verifier_result from their rewards."""
         done: list[StepResult] = []
         self.result.steps = done
+        grader = StepGrader(self.task, self.result, self.collector, self.log, self.verifiers)
+        failed = False
         try:
             for index, step in enumerate(self.task.steps):
                 record = StepResult(name=step.name)
                 done.append(record)
                 try:
-                    await self._step(sandbox, index, step, record)
+                    await self._step(sandbox, grader, index, step, record)
                 except CrucibleError as exc:
-                    record.error = exc.message
+                    record.error, failed = exc.message, True
                     raise
                 if record.passed_min_reward is False:
                     self.log.info(f"step {step.name}: below its min_reward; later steps skipped")
                     break
-            # The task's declared artifacts, once the last step is graded.
-            await hand_over(sandbox, self.task, self.collector, self.log, separate=False)
         finally:
             ran = [s.agent_result for s in done if s.agent_result is not None]
             if ran:  # the trial's agent: every step's tokens and cost, the last one's ending
                 self.result.agent_result = summed(ran)
             rewards = combine(self.task.config.multi_step_reward_strategy, done)
-            if rewards is not None:
-                self.result.verifier_result = VerifierResult(rewards=rewards)
+            if rewards is not None:  # a trial that ends in an error has no reward
+                self.result.verifier_result = VerifierResult(rewards=None if failed else rewards)
 
     async def _step(
-        self, sandbox: Sandbox, index: int, step: StepSection, record: StepResult
+        self,
+        sandbox: Sandbox,
+        grader: StepGrader,
+        index: int,
+        step: StepSection,
+        record: StepResult,
     ) -> None:
         task = step_task(self.task, step)
         folder = self.trial_dir / STEPS_DIR / step.name
         (folder / AGENT_DIR).mkdir(parents=True)
         self.log.info(f"step {index + 1}/{len(self.task.steps)} {step.name}: started")
-        ready = self._ready(sandbox, task, step)
+        ready = self._ready(sandbox, grader, task, step)
         if index == 0:  # no agent has run yet: a failure here is the environment's
             await ready
         else:  # an earlier agent may have caused it (and must not win a retry by it)
@@ -169,32 +192,16 @@ class StepsRun:
         await sandbox.kill_all()  # nothing may race the copy, nor outlive the phase
         await self.collector.collect(sandbox, LOGS_AGENT, folder / "sandbox/logs/agent")
 
-        record.verifier = TimingInfo(started_at=utcnow())
-        dst = folder / "sandbox/logs/verifier"
-        res, verifier_dir = await blamed(
-            sandbox,
-            grade(
-                sandbox,
-                task,
-                self.result,
-                self.log,
-                lambda: self.collector.collect(sandbox, LOGS_VERIFIER, dst),
-            ),
-        )
-
-        def hold(graded: VerifierResult) -> None:
-            record.verifier_result = graded
-
-        own = folder / VERIFIER_DIR
-        rewards = record_grade(
-            res, verifier_dir, own, task.verifier_timeout_sec, self.log, hold
-        ).rewards
-        record.verifier.finished_at = utcnow()
-        if step.min_reward is not None:
+        last = index == len(self.task.steps) - 1
+        rewards = await grader.grade(sandbox, step, task, folder, record, last=last)
+        if step.min_reward is not None:  # on the rewards after the host-side stages
             record.passed_min_reward = meets(step.min_reward, rewards)
         self.log.info(f"step {step.name}: rewards {rewards}")
 
-    async def _ready(self, sandbox: Sandbox, task: Task, step: StepSection) -> None:
+    async def _ready(
+        self, sandbox: Sandbox, grader: StepGrader, task: Task, step: StepSection
+    ) -> None:
+        await grader.clear(sandbox)
         await self._setup(sandbox, task, step)
         await run_healthcheck(sandbox, step.healthcheck, self.log, cwd=task.workdir)
 

@@ -26,6 +26,7 @@ from crucible.engine.grading import blamed, ended_by_attempt, grade, record_grad
 from crucible.engine.healthcheck import run_healthcheck
 from crucible.engine.separate import grade_separately, verifier_spec
 from crucible.engine.spec import TrialPlan, build_spec
+from crucible.engine.step_grade import VerifierSandboxes
 from crucible.engine.steps import StepsRun
 from crucible.errors import (
     Cancelled,
@@ -203,6 +204,13 @@ class _TrialRun:
         """The agent phase(s) and grading, in a sandbox whose environment is ready."""
         if self.plan.task.steps:  # each step's agent phase and grade: engine/steps.py
             self.collector = TrialCollector(self.trial_dir, self.log)
+            verifiers = VerifierSandboxes(
+                self.provider,
+                self.plan.job_id,
+                self.plan.trial_name,
+                self.env_params,
+                self.start_gate,
+            )
             steps = StepsRun(
                 self.plan.task,
                 self.agent,
@@ -211,6 +219,7 @@ class _TrialRun:
                 self.log,
                 self.result,
                 self.collector,
+                verifiers,
             )
             self.phase = _Phase(self.log, "agent_execution")  # every step's, graded
             await steps.run(sandbox)

@@ -97,6 +97,8 @@ class StepResult(BaseModel):
     error: str | None = None
     # False: below its min_reward, so the later steps did not run; None: no min_reward.
     passed_min_reward: bool | None = None
+    # Harbor's: "shared" (graded in the agent's sandbox) or "separate" (in a new one).
+    verifier_environment_mode: str | None = None
 
 
 class TrialResult(BaseModel):

@@ -37,28 +37,24 @@ class Feature:
 
 
 def _separate_verifier(task: Task) -> bool:
-    return not task.config.steps and task.config.verifier_mode() == VerifierMode.separate
-
-
-def _separate_step_verifier(task: Task) -> bool:
     cfg = task.config
-    return any(cfg.step_verifier_mode(s) == VerifierMode.separate for s in cfg.steps or [])
-
-
-def _step_stages(task: Task) -> bool:
-    meta = task.metadata.get("crucible")
-    return bool(task.config.steps) and isinstance(meta, dict) and bool(meta.get("stages"))
+    if cfg.steps:
+        return any(cfg.step_verifier_mode(s) == VerifierMode.separate for s in cfg.steps)
+    return cfg.verifier_mode() == VerifierMode.separate
 
 
 def _phase_network_differs(task: Task) -> bool:
     # A sandbox keeps one network for its life: a phase may only restate the environment's.
+    # A separate verifier's sandbox is made with its own, so only in-place grading counts.
     cfg = task.config
     base = (cfg.environment.resolved_network(), cfg.environment.allowed_hosts)
     phases: list[AgentSection | VerifierSection] = [cfg.agent]
-    if cfg.steps or cfg.verifier_mode() == VerifierMode.shared:
-        phases.append(cfg.verifier)  # a separate verifier's sandbox is made with its own
+    if not cfg.steps and cfg.verifier_mode() == VerifierMode.shared:
+        phases.append(cfg.verifier)
     for step in cfg.steps or []:
-        phases += [step.agent, step.verifier]
+        phases.append(step.agent)
+        if cfg.step_verifier_mode(step) == VerifierMode.shared:
+            phases.append(step.verifier if step.verifier.network_mode is not None else cfg.verifier)
     return any(
         p.network_mode is not None and (p.network_mode, p.allowed_hosts) != base for p in phases
     )
@@ -80,25 +76,15 @@ FEATURES: tuple[Feature, ...] = (
         supported_on=PROVIDERS,
     ),
     Feature(
-        "steps.verifier.environment_mode",
-        "a separate verifier environment in a multi-step task",
-        _separate_step_verifier,
-    ),
-    Feature(
-        "metadata.crucible.stages",
-        "host-side verifier stages in a multi-step task",
-        _step_stages,
-    ),
-    Feature(
         "steps.artifacts",
-        "per-step artifacts (the task's own artifacts are collected after the last step)",
+        "per-step artifacts (with the task's, collected after each step)",
         lambda t: any(s.artifacts for s in t.config.steps or []),
         supported_on=PROVIDERS,
-        effect="ignored",
     ),
     Feature(
         "verifier.environment_mode",
-        "a separate verifier environment (environment_mode = 'separate' or [verifier.environment])",
+        "a separate verifier environment (environment_mode = 'separate' or [verifier.environment]; "
+        "per step in a multi-step task)",
         _separate_verifier,
         supported_on=PROVIDERS,
     ),
