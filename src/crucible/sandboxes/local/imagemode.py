@@ -34,6 +34,7 @@ import functools
 import hashlib
 import os
 import re
+import secrets
 import shlex
 import shutil
 import stat
@@ -108,8 +109,9 @@ def host_kit(runtime_dir: Path, bash: str) -> Path:
     dest = runtime_dir / ".hostkit" / h.hexdigest()[:16]
     if (dest / "sh").exists():
         return dest
-    tmp = dest.with_name(f"{dest.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    # Its own name per call: two first uses in one process (threads) must not remove
+    # each other's half-made kit (a FileNotFoundError on .../tmp/sh, seen under load).
+    tmp = dest.with_name(f"{dest.name}.tmp{os.getpid()}-{secrets.token_hex(4)}")
     (tmp / "lib").mkdir(parents=True)
     loader: str | None = None
     for name, path in bins.items():
