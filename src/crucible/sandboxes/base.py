@@ -32,6 +32,8 @@ class SandboxSpec(BaseModel):
     image: str | None = None  # a prebuilt image (docker_image)
     dockerfile_dir: Path | None = None  # environment/ holding a Dockerfile
     environment_digest: str | None = None  # sha256 of environment/ (build cache key)
+    # environment/docker-compose.yaml: sidecar services (the docker provider runs them)
+    compose_file: Path | None = None
     workdir: str = "/app"
     cpus: float = 1.0
     memory_mb: int = 2048
@@ -136,6 +138,11 @@ class Sandbox(abc.ABC):
             return (await self.exec("true", timeout=30, cwd="/")).ok
         except Exception:
             return False
+
+    def service(self, name: str) -> Sandbox | None:
+        """A compose sidecar of this sandbox by service name (collect hooks run there), or
+        None when there is no such service (a sandbox without compose has none)."""
+        return None
 
     async def changed_system_paths(self) -> list[str] | None:
         """System paths (/usr, /etc, /bin, /lib...) changed since the sandbox started,

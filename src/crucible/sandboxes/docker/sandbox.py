@@ -15,7 +15,7 @@ import re
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from crucible.errors import ProviderUnavailable, SandboxFailed
 from crucible.sandboxes.base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, SandboxSpec
@@ -55,8 +55,18 @@ def short(e: BaseException) -> str:
     return text if len(text) < 600 else text[:600] + "..."
 
 
+class Companions(Protocol):
+    """What lives and dies with a sandbox's container: a compose task's sidecars."""
+
+    def service(self, name: str) -> Sandbox | None: ...
+
+    async def down(self) -> None: ...
+
+
 class DockerSandbox(DockerGrading, Sandbox):
     """One running container."""
+
+    companions: Companions | None = None  # set for a compose task's main
 
     def __init__(
         self,
@@ -373,10 +383,20 @@ class DockerSandbox(DockerGrading, Sandbox):
 
     # -- lifecycle --------------------------------------------------------------
 
+    def service(self, name: str) -> Sandbox | None:
+        return self.companions.service(name) if self.companions is not None else None
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        try:
+            await self._remove()
+        finally:
+            if self.companions is not None:
+                await self.companions.down()
+
+    async def _remove(self) -> None:
         api = self._api
         if api is None:
             return

@@ -1,0 +1,311 @@
+"""A compose task's sidecars on the docker provider: started before main, torn down with it.
+
+One private network per trial (internal, with no outside route, when the task
+has no network; a plain bridge otherwise), on which every service is reachable
+by its name (a network alias), main included. Services start in `depends_on`
+order; a dependency's condition (started, healthy, completed) is waited for,
+within one start timeout for the whole stack (`--env-param compose_timeout=SEC`,
+default 300). A sidecar that never turns healthy, exits or fails its condition
+is the environment's failure (`SandboxFailed`), never a 0.
+
+Sidecars get main's hardening (capabilities dropped, no-new-privileges) and
+caps: their declared memory, cpus and pids limits, or the task's. Everything
+carries the job and trial labels, so `crucible sandboxes cleanup` finds what a
+crash left behind; `down()` removes the containers, their anonymous volumes and
+the network, and never raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from crucible.errors import SandboxFailed, TaskInvalid
+from crucible.sandboxes.base import Sandbox, SandboxSpec
+from crucible.sandboxes.docker.build import ImageCache
+from crucible.sandboxes.docker.client import EngineClient
+from crucible.sandboxes.docker.compose_file import (
+    MAIN,
+    MAIN_IMAGE_VAR,
+    ComposeFile,
+    Condition,
+    Health,
+    Service,
+    load_compose,
+)
+from crucible.sandboxes.docker.sandbox import DockerSandbox, sdk, short
+
+log = logging.getLogger(__name__)
+
+LABEL_SERVICE = "crucible.service"
+DEFAULT_START_TIMEOUT_SEC = 300.0
+POLL_SEC = 0.25
+
+
+@dataclass
+class MainOptions:
+    """What the compose file adds to main's container (provider.create makes it)."""
+
+    network: str | None = None
+    aliases: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    entrypoint: list[str] | str | None = None
+    user: str | None = None
+    healthcheck: dict[str, Any] | None = None
+
+
+StartMain = Callable[[MainOptions], Awaitable[DockerSandbox]]
+
+
+def compose_variables(spec: SandboxSpec, env_dir: str) -> dict[str, str]:
+    """What `${VAR}` sees, as in Harbor: the host, the task's env, then Harbor's own names."""
+    out = dict(os.environ)
+    out.update(spec.env)
+    out.update(
+        CONTEXT_DIR=env_dir,
+        MAIN_IMAGE_NAME=MAIN_IMAGE_VAR,
+        CPUS=f"{spec.cpus:g}",
+        MEMORY=f"{spec.memory_mb}M",
+    )
+    if spec.image:
+        out["PREBUILT_IMAGE_NAME"] = spec.image
+    else:
+        out.pop("PREBUILT_IMAGE_NAME", None)
+    return out
+
+
+def health_config(health: Health | None) -> dict[str, Any] | None:
+    if health is None:
+        return None
+    out: dict[str, Any] = {"test": health.test} if health.test else {}
+    for key, value in (
+        ("interval", health.interval_ns),
+        ("timeout", health.timeout_ns),
+        ("start_period", health.start_period_ns),
+        ("retries", health.retries),
+    ):
+        if value:
+            out[key] = value
+    return out
+
+
+class ComposeStack:
+    """The sidecars and network of one trial."""
+
+    def __init__(
+        self,
+        engine: EngineClient,
+        images: ImageCache,
+        spec: SandboxSpec,
+        labels: dict[str, str],
+        hardening: dict[str, Any],
+    ) -> None:
+        assert spec.compose_file is not None
+        self.spec = spec
+        self.compose: ComposeFile = load_compose(
+            spec.compose_file,
+            compose_variables(spec, str(spec.compose_file.parent.resolve())),
+            main_image=spec.image,
+        )
+        self._engine = engine
+        self._images = images
+        self._labels = labels
+        self._hardening = hardening  # cap_drop and security_opt, as main has them
+        self._prefix = f"crucible-{_slug(spec.trial_id)}-{secrets.token_hex(3)}"
+        self.network: str | None = None
+        self.sidecars: dict[str, DockerSandbox] = {}
+        self._down = False
+        timeout = spec.params.get("compose_timeout")
+        self._timeout = float(timeout) if timeout else DEFAULT_START_TIMEOUT_SEC
+
+    @property
+    def _api(self) -> Any:
+        return self._engine.api()
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await self._engine.call(fn, *args, **kwargs)
+
+    async def up(self, main_image: str, start_main: StartMain) -> DockerSandbox:
+        """Network, then every service in order; main is made by `start_main`. On any
+        failure everything made so far is removed before the error goes on."""
+        docker = sdk()
+        deadline = time.monotonic() + self._timeout
+        main: DockerSandbox | None = None
+        try:
+            self.network = await self._make_network()
+            for name in self.compose.start_order():
+                svc = self.compose.main if name == MAIN else self.compose.sidecars[name]
+                for dep, condition in svc.depends_on.items():
+                    await self._wait(dep, condition, deadline)
+                if name == MAIN:
+                    main = await start_main(self._main_options())
+                    self.sidecars[MAIN] = main  # for waits on main; not a sidecar to close
+                else:
+                    await self._start_sidecar(svc, main_image)
+        except BaseException as e:
+            self.sidecars.pop(MAIN, None)
+            if main is not None:
+                await main.close()  # its close brings the stack down
+            else:
+                await self.down()
+            if isinstance(e, docker.errors.DockerException | OSError):
+                raise SandboxFailed(f"compose services did not start: {short(e)}") from e
+            raise
+        self.sidecars.pop(MAIN, None)
+        assert main is not None
+        return main
+
+    def service(self, name: str) -> Sandbox | None:
+        return self.sidecars.get(name)
+
+    async def _make_network(self) -> str:
+        name = f"{self._prefix}-net"
+        # internal: no route out of the network (a task with no network keeps none).
+        await self._call(
+            self._api.create_network,
+            name,
+            driver="bridge",
+            internal=self.spec.network != "public",
+            labels=self._labels,
+            check_duplicate=True,
+        )
+        return name
+
+    def _endpoint(self, alias: str) -> Any:
+        api = self._api
+        return api.create_networking_config(
+            {self.network: api.create_endpoint_config(aliases=[alias])}
+        )
+
+    def _main_options(self) -> MainOptions:
+        main = self.compose.main
+        return MainOptions(
+            network=self.network,
+            aliases=[MAIN],
+            env=main.environment,
+            labels=main.labels,
+            entrypoint=main.entrypoint,
+            user=main.user,
+            healthcheck=health_config(main.healthcheck),
+        )
+
+    async def _image_of(self, svc: Service, main_image: str) -> str:
+        if svc.build is not None:
+            return await self._images.built(svc.build, self.spec.build_timeout_sec)
+        assert svc.image is not None
+        if svc.image == MAIN_IMAGE_VAR:
+            return main_image
+        return await self._images.image(svc.image)
+
+    async def _start_sidecar(self, svc: Service, main_image: str) -> None:
+        api, spec = self._api, self.spec
+        image = await self._image_of(svc, main_image)
+        memory = svc.memory_mb or spec.memory_mb
+        name = f"{self._prefix}-{svc.name}"
+        created = await self._call(
+            api.create_container,
+            image,
+            command=svc.command,
+            entrypoint=svc.entrypoint,
+            name=name,
+            hostname=svc.hostname or svc.name,
+            user=svc.user or "",
+            working_dir=svc.working_dir,
+            environment=svc.environment,
+            labels={**svc.labels, **self._labels, LABEL_SERVICE: svc.name},
+            healthcheck=health_config(svc.healthcheck),
+            volumes=svc.volumes or None,
+            networking_config=self._endpoint(svc.name),
+            host_config=api.create_host_config(
+                init=bool(svc.init),
+                nano_cpus=int((svc.cpus or spec.cpus) * 1e9),
+                mem_limit=f"{memory}m",
+                memswap_limit=f"{memory}m",
+                pids_limit=svc.pids_limit or spec.pids_limit,
+                network_mode=self.network,
+                read_only=svc.read_only,
+                tmpfs=svc.tmpfs or None,
+                **self._hardening,
+            ),
+            use_config_proxy=False,
+        )
+        cid: str = created["Id"]
+        info = await self._call(api.inspect_container, cid)
+        workdir = (info.get("Config") or {}).get("WorkingDir") or "/"
+        sidecar_spec = spec.model_copy(
+            update={"workdir": workdir, "memory_mb": memory, "compose_file": None}
+        )
+        user = svc.user or await self._images.user_of(image)
+        self.sidecars[svc.name] = DockerSandbox(self._engine, sidecar_spec, cid, name, user)
+        await self._call(api.start, cid)
+        log.debug("compose service %s started as %s", svc.name, name)
+
+    async def _wait(self, name: str, condition: Condition, deadline: float) -> None:
+        if condition == Condition.started:
+            return  # started before anything that depends on it
+        box = self.sidecars[name]
+        while True:
+            state = (await self._call(self._api.inspect_container, box.id))["State"]
+            health = state.get("Health")
+            if condition == Condition.healthy:
+                if health is None:
+                    raise TaskInvalid(
+                        f"compose service {name!r} has no healthcheck, but a service waits "
+                        "for it to be healthy (condition: service_healthy)"
+                    )
+                if health.get("Status") == "healthy":
+                    return
+                if health.get("Status") == "unhealthy" or not state.get("Running"):
+                    raise SandboxFailed(f"compose service {name!r} is unhealthy{_last(state)}")
+            elif state.get("Status") in ("exited", "dead"):
+                if state.get("ExitCode") == 0:
+                    return
+                raise SandboxFailed(
+                    f"compose service {name!r} exited {state.get('ExitCode')}, but a service "
+                    "waits for it to complete successfully"
+                )
+            if time.monotonic() > deadline:
+                raise SandboxFailed(
+                    f"compose service {name!r} did not meet {condition.value} within "
+                    f"{self._timeout:g}s{_last(state)}",
+                    hint="raise it with --env-param compose_timeout=SEC",
+                )
+            await asyncio.sleep(POLL_SEC)
+
+    async def down(self) -> None:
+        """Remove the sidecars (and their anonymous volumes), then the network. Main is
+        its sandbox's to remove, before this runs. Never raises."""
+        if self._down:
+            return
+        self._down = True
+        await asyncio.gather(*(box.close() for box in self.sidecars.values()))
+        if self.network is None or self._api is None:
+            return  # a closed provider: `sandboxes cleanup` removes what is left
+        docker = sdk()
+        try:
+            await self._call(self._api.remove_network, self.network)
+        except docker.errors.NotFound:
+            pass
+        except (docker.errors.DockerException, OSError) as e:
+            log.warning("could not remove network %s: %s", self.network, short(e))
+
+
+def _last(state: dict[str, Any]) -> str:
+    """The last healthcheck's output, for the error."""
+    logs = (state.get("Health") or {}).get("Log") or []
+    if not logs:
+        return ""
+    out = str(logs[-1].get("Output") or "").strip()
+    return f" (last check exited {logs[-1].get('ExitCode')}: {out[-300:]})"
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_.-]+", "-", s).strip("-.")[:40] or "trial"
