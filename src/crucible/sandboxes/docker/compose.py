@@ -1,8 +1,13 @@
 """A compose task's sidecars on the docker provider: started before main, torn down with it.
 
-One private network per trial (internal, with no outside route, when the task
-has no network; a plain bridge otherwise), on which every service is reachable
-by its name (a network alias), main included. Services start in `depends_on`
+With the network, a task's services share a private bridge network of the
+trial, on which each is reachable by its name (a network alias), main included.
+Without it, they share one network namespace that has only loopback (held by a
+small holder container made with network none), and every service name resolves
+to 127.0.0.1 there: an internal Docker network would still route to the host's
+own addresses, which a task with no network must never reach. (Services then
+share ports, as they do in Harbor, whose no-network compose tasks share one
+namespace too.) Services start in `depends_on`
 order; a dependency's condition (started, healthy, completed) is waited for,
 within one start timeout for the whole stack (`--env-param compose_timeout=SEC`,
 default 300). A sidecar that never turns healthy, exits or fails its condition
@@ -40,6 +45,7 @@ from crucible.sandboxes.docker.compose_file import (
     Service,
     load_compose,
 )
+from crucible.sandboxes.docker.exec import KEEPER_CMD
 from crucible.sandboxes.docker.sandbox import DockerSandbox, sdk, short
 
 log = logging.getLogger(__name__)
@@ -53,8 +59,8 @@ POLL_SEC = 0.25
 class MainOptions:
     """What the compose file adds to main's container (provider.create makes it)."""
 
-    network: str | None = None
-    aliases: list[str] = field(default_factory=list)
+    network: str | None = None  # a network's name, or "container:ID" (a shared namespace)
+    aliases: list[str] = field(default_factory=list)  # on a network only
     env: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     entrypoint: list[str] | str | None = None
@@ -120,7 +126,9 @@ class ComposeStack:
         self._labels = labels
         self._hardening = hardening  # cap_drop and security_opt, as main has them
         self._prefix = f"crucible-{_slug(spec.trial_id)}-{secrets.token_hex(3)}"
-        self.network: str | None = None
+        self.network: str | None = None  # the bridge network of a task with the network
+        self._mode: str | None = None  # services' network_mode
+        self._holder: DockerSandbox | None = None  # the shared namespace's, without it
         self.sidecars: dict[str, DockerSandbox] = {}
         self._down = False
         timeout = spec.params.get("compose_timeout")
@@ -140,7 +148,7 @@ class ComposeStack:
         deadline = time.monotonic() + self._timeout
         main: DockerSandbox | None = None
         try:
-            self.network = await self._make_network()
+            await self._make_network(main_image)
             for name in self.compose.start_order():
                 svc = self.compose.main if name == MAIN else self.compose.sidecars[name]
                 for dep, condition in svc.depends_on.items():
@@ -166,20 +174,44 @@ class ComposeStack:
     def service(self, name: str) -> Sandbox | None:
         return self.sidecars.get(name)
 
-    async def _make_network(self) -> str:
-        name = f"{self._prefix}-net"
-        # internal: no route out of the network (a task with no network keeps none).
-        await self._call(
-            self._api.create_network,
-            name,
-            driver="bridge",
-            internal=self.spec.network != "public",
-            labels=self._labels,
-            check_duplicate=True,
+    async def _make_network(self, main_image: str) -> None:
+        api, name = self._api, f"{self._prefix}-net"
+        if self.spec.network == "public":
+            await self._call(
+                api.create_network, name, driver="bridge", labels=self._labels, check_duplicate=True
+            )
+            self.network = self._mode = name
+            return
+        names = [MAIN, *self.compose.sidecars]
+        created = await self._call(
+            api.create_container,
+            main_image,  # it has sh and sleep: main's keeper needs them too
+            entrypoint=KEEPER_CMD,
+            command=[],
+            name=name,
+            labels={**self._labels, LABEL_SERVICE: "(network)"},
+            host_config=api.create_host_config(
+                init=True,
+                network_mode="none",
+                extra_hosts={n: "127.0.0.1" for n in names},
+                nano_cpus=int(0.1e9),
+                mem_limit="32m",
+                memswap_limit="32m",
+                pids_limit=16,
+                read_only=True,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+            ),
+            use_config_proxy=False,
         )
-        return name
+        cid: str = created["Id"]
+        self._holder = DockerSandbox(self._engine, self.spec, cid, name)
+        await self._call(api.start, cid)
+        self._mode = f"container:{cid}"
 
     def _endpoint(self, alias: str) -> Any:
+        if self.network is None:
+            return None  # a shared namespace: names are in its /etc/hosts
         api = self._api
         return api.create_networking_config(
             {self.network: api.create_endpoint_config(aliases=[alias])}
@@ -188,8 +220,8 @@ class ComposeStack:
     def _main_options(self) -> MainOptions:
         main = self.compose.main
         return MainOptions(
-            network=self.network,
-            aliases=[MAIN],
+            network=self._mode,
+            aliases=[MAIN] if self.network else [],
             env=main.environment,
             labels=main.labels,
             entrypoint=main.entrypoint,
@@ -216,7 +248,7 @@ class ComposeStack:
             command=svc.command,
             entrypoint=svc.entrypoint,
             name=name,
-            hostname=svc.hostname or svc.name,
+            hostname=(svc.hostname or svc.name) if self.network else None,
             user=svc.user or "",
             working_dir=svc.working_dir,
             environment=svc.environment,
@@ -230,7 +262,7 @@ class ComposeStack:
                 mem_limit=f"{memory}m",
                 memswap_limit=f"{memory}m",
                 pids_limit=svc.pids_limit or spec.pids_limit,
-                network_mode=self.network,
+                network_mode=self._mode,
                 read_only=svc.read_only,
                 tmpfs=svc.tmpfs or None,
                 **self._hardening,
@@ -287,6 +319,8 @@ class ComposeStack:
             return
         self._down = True
         await asyncio.gather(*(box.close() for box in self.sidecars.values()))
+        if self._holder is not None:
+            await self._holder.close()  # once nothing shares its namespace
         if self.network is None or self._api is None:
             return  # a closed provider: `sandboxes cleanup` removes what is left
         docker = sdk()

@@ -205,9 +205,10 @@ class DockerProvider(Provider):
             storage_opt = {"size": f"{spec.storage_mb}M"}
         network = opts.network or ("bridge" if spec.network == "public" else "none")
         networking = None
-        if opts.network is not None:
+        if opts.aliases:
             endpoint = api.create_endpoint_config(aliases=opts.aliases)
-            networking = api.create_networking_config({opts.network: endpoint})
+            networking = api.create_networking_config({network: endpoint})
+        shared = network.startswith("container:")  # a namespace that has its own host name
 
         def host_config(storage: dict[str, str] | None) -> Any:
             return api.create_host_config(
@@ -233,7 +234,7 @@ class DockerProvider(Provider):
                 command=KEEPER_CMD,
                 entrypoint=opts.entrypoint,
                 name=name,
-                hostname="sandbox",
+                hostname=None if shared else "sandbox",
                 user="0",  # see DockerSandbox.default_user
                 working_dir=spec.workdir,
                 environment={**opts.env, **spec.env},  # task.toml's env wins, as in Harbor
