@@ -36,12 +36,11 @@ from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import Sandbox, SandboxSpec
 from crucible.sandboxes.docker.build import ImageCache
 from crucible.sandboxes.docker.client import EngineClient
+from crucible.sandboxes.docker.compose_fields import Condition, Health
 from crucible.sandboxes.docker.compose_file import (
     MAIN,
     MAIN_IMAGE_VAR,
     ComposeFile,
-    Condition,
-    Health,
     Service,
     load_compose,
 )

@@ -1,0 +1,101 @@
+"""The compose task in real trials on docker: main asks its `db` sidecar (built from
+environment/db/, reached by name, no network otherwise) for a secret that exists only
+there, so the oracle's 1 and the nop agent's 0 both come through the sidecar. A collect
+hook runs in db and its artifact is taken from db. Nothing of the trial is left after it,
+also when db never turns healthy (an environment error, not a 0). Local refuses it."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crucible.engine.launch import LaunchRefused, prepare_launch
+from crucible.engine.request import RunRequest
+from crucible.records.trial import TrialResult
+from crucible.store.layout import ARTIFACTS_DIR, SANDBOX_DIR, iter_trial_results
+
+TASK = Path(__file__).parent / "tasks" / "compose"
+
+
+async def run(req: RunRequest) -> list[TrialResult]:
+    plan = await prepare_launch(req)
+    try:
+        await plan.runner().run()
+    finally:
+        await plan.provider.aclose()
+    assert req.jobs_dir is not None and req.job_name is not None
+    return iter_trial_results(req.jobs_dir / req.job_name)
+
+
+@pytest.fixture
+def engine(docker_engine: None) -> Iterator[Any]:
+    import docker
+
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
+def left_by(engine: Any, job: str) -> list[str]:
+    label = {"label": f"crucible.job={job}"}
+    return [c.name for c in engine.containers.list(all=True, filters=label)] + [
+        n.name for n in engine.networks.list(filters=label)
+    ]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(("agent", "reward", "visits"), [("oracle", 1.0, "1"), ("nop", 0.0, None)])
+async def test_the_answer_comes_from_the_sidecar(
+    engine: Any, tmp_path: Path, agent: str, reward: float, visits: str | None
+) -> None:
+    job = f"compose-{agent}-{tmp_path.name}"[:60]
+    req = RunRequest(paths=[TASK], env="docker", agent=agent, jobs_dir=tmp_path, job_name=job)
+    (result,) = await run(req)
+    assert result.outcome == "graded", result
+    assert result.verifier_result is not None
+    assert result.verifier_result.rewards == {"reward": reward}
+    # The hook counted db's visits in db, before the verifier's own visit.
+    count = tmp_path / job / result.trial_name / SANDBOX_DIR / ARTIFACTS_DIR / "tmp/visits.count"
+    assert (count.read_text().strip() if count.exists() else None) == visits
+    assert left_by(engine, job) == []
+
+
+@pytest.mark.docker
+async def test_a_sidecar_that_never_turns_healthy_is_an_environment_error(
+    engine: Any, tmp_path: Path
+) -> None:
+    task = tmp_path / "compose"
+    shutil.copytree(TASK, task)
+    compose = task / "environment" / "docker-compose.yaml"
+    compose.write_text(compose.read_text().replace("/tmp/ready", "/tmp/never"))
+    job = f"compose-sick-{tmp_path.name}"[:60]
+    req = RunRequest(
+        paths=[task],
+        env="docker",
+        agent="oracle",
+        jobs_dir=tmp_path / "jobs",
+        job_name=job,
+        env_params={"compose_timeout": "3"},
+        max_retries=0,
+    )
+    (result,) = await run(req)
+    assert result.outcome == "sandbox_failed" and result.verifier_result is None
+    assert result.error is not None and "compose service 'db'" in result.error.message
+    assert left_by(engine, job) == []
+
+
+async def test_local_refuses_a_compose_task_as_not_supported_there(tmp_path: Path) -> None:
+    said: list[str] = []
+    for env in ("local", "modal"):
+        req = RunRequest(paths=[TASK], env=env, agent="oracle", jobs_dir=tmp_path, job_name="l")
+        with pytest.raises(LaunchRefused) as refused:
+            await prepare_launch(req, on_invalid=lambda path, problems: said.extend(problems))
+        assert refused.value.error == "resources_unavailable"
+        assert not (tmp_path / "l").exists()
+    assert [p.message.split(": ", 1)[0] for p in said] == ["environment/docker-compose.yaml"] * 2
+    assert "is not supported on this provider ('local'; runs on: docker)" in said[0].message
+    assert "is not supported on this provider ('modal'; runs on: docker)" in said[1].message
