@@ -12,23 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.tasks.harbor.test_runs import run
 
 from crucible.engine.launch import LaunchRefused, prepare_launch
 from crucible.engine.request import RunRequest
-from crucible.records.trial import TrialResult
-from crucible.store.layout import ARTIFACTS_DIR, SANDBOX_DIR, iter_trial_results
+from crucible.store.layout import ARTIFACTS_DIR, SANDBOX_DIR
 
 TASK = Path(__file__).parent / "tasks" / "compose"
-
-
-async def run(req: RunRequest) -> list[TrialResult]:
-    plan = await prepare_launch(req)
-    try:
-        await plan.runner().run()
-    finally:
-        await plan.provider.aclose()
-    assert req.jobs_dir is not None and req.job_name is not None
-    return iter_trial_results(req.jobs_dir / req.job_name)
 
 
 @pytest.fixture
