@@ -212,6 +212,35 @@ services:
     assert leftovers(engine, spec.trial_id) == ([], [])
 
 
+@pytest.mark.parametrize("condition", ["service_healthy", "service_completed_successfully"])
+async def test_a_sidecar_that_exits_fails_the_environment_with_its_output(
+    docker_provider: DockerProvider,
+    docker_spec: Any,
+    engine: Any,
+    tmp_path: Path,
+    condition: str,
+) -> None:
+    path = compose(
+        tmp_path,
+        f"""\
+services:
+  main:
+    depends_on:
+      db: {{condition: {condition}}}
+  db:
+    image: {BASE_IMAGE}
+    command: ["sh", "-c", "echo bad config line 7 >&2; exit 3"]
+    healthcheck: {{test: ["CMD", "true"], interval: 1h}}
+""",
+    )
+    spec = docker_spec(compose_file=path)
+    with pytest.raises(SandboxFailed) as info:
+        await docker_provider.create(spec)
+    assert f"compose service 'db' exited 3 before it met {condition}" in info.value.message
+    assert "bad config line 7" in info.value.message
+    assert leftovers(engine, spec.trial_id) == ([], [])
+
+
 async def test_waiting_on_a_health_the_service_lacks_is_task_invalid(
     docker_provider: DockerProvider, docker_spec: Any, engine: Any, tmp_path: Path
 ) -> None:

@@ -286,30 +286,38 @@ class ComposeStack:
         while True:
             state = (await self._call(self._api.inspect_container, box.id))["State"]
             health = state.get("Health")
-            if condition == Condition.healthy:
-                if health is None:
-                    raise TaskInvalid(
-                        f"compose service {name!r} has no healthcheck, but a service waits "
-                        "for it to be healthy (condition: service_healthy)"
-                    )
-                if health.get("Status") == "healthy":
-                    return
-                if health.get("Status") == "unhealthy" or not state.get("Running"):
-                    raise SandboxFailed(f"compose service {name!r} is unhealthy{_last(state)}")
-            elif state.get("Status") in ("exited", "dead"):
-                if state.get("ExitCode") == 0:
-                    return
-                raise SandboxFailed(
-                    f"compose service {name!r} exited {state.get('ExitCode')}, but a service "
-                    "waits for it to complete successfully"
+            if condition == Condition.healthy and health is None:
+                raise TaskInvalid(
+                    f"compose service {name!r} has no healthcheck, but a service waits "
+                    "for it to be healthy (condition: service_healthy)"
                 )
-            if time.monotonic() > deadline:
+            if condition == Condition.healthy and health.get("Status") == "healthy":
+                return
+            exited = state.get("Status") in ("exited", "dead")
+            if condition == Condition.completed and exited and state.get("ExitCode") == 0:
+                return
+            why = None
+            if exited:
+                why = f"exited {state.get('ExitCode')} before it met {condition.value}"
+            elif condition == Condition.healthy and health.get("Status") == "unhealthy":
+                why = "is unhealthy"
+            elif time.monotonic() > deadline:
+                why = f"did not meet {condition.value} within {self._timeout:g}s"
+            if why is not None:
                 raise SandboxFailed(
-                    f"compose service {name!r} did not meet {condition.value} within "
-                    f"{self._timeout:g}s{_last(state)}",
-                    hint="raise it with --env-param compose_timeout=SEC",
+                    f"compose service {name!r} {why}{_last(state)}{await self._tail(box)}",
+                    hint="a slow service: raise the limit with --env-param compose_timeout=SEC",
                 )
             await asyncio.sleep(POLL_SEC)
+
+    async def _tail(self, box: DockerSandbox) -> str:
+        """The service's last lines of output, for the error; "" when there are none."""
+        try:
+            raw = await self._call(self._api.logs, box.id, tail=10)
+        except Exception:
+            return ""
+        text = raw.decode("utf-8", "replace").strip() if isinstance(raw, bytes) else ""
+        return f"; its last output:\n{text[-1500:]}" if text else ""
 
     async def down(self) -> None:
         """Remove the sidecars (and their anonymous volumes), then the network. Main is
