@@ -174,20 +174,29 @@ async def test_services_start_in_depends_on_order(
         assert saw.stdout == "reached\n"
 
 
+EXITS = '["sh", "-c", "echo bad config line 7 >&2; exit 3"]'
+SLEEPS = '["sleep", "infinity"]'
+
+
 @pytest.mark.parametrize(
-    ("health", "why"),
+    ("condition", "command", "health", "why"),
     [
-        # fails at once: unhealthy after its one retry
-        ('test: ["CMD", "false"]\n      interval: 1s\n      retries: 1', "is unhealthy"),
-        # never decides within the start timeout (failures in start_period do not count)
-        ('test: ["CMD", "false"]\n      interval: 1s\n      start_period: 1h', "did not meet"),
+        # unhealthy after its one retry: at once
+        ("service_healthy", SLEEPS, "interval: 1s, retries: 1", "is unhealthy"),
+        # undecided within the start timeout (failures in start_period do not count)
+        ("service_healthy", SLEEPS, "interval: 1s, start_period: 1h", "did not meet"),
+        # gone before it was healthy, or failed where it had to succeed: at once, its output said
+        ("service_healthy", EXITS, "interval: 1h", "exited 3 before it met service_healthy"),
+        ("service_completed_successfully", EXITS, "interval: 1h", "exited 3 before it met"),
     ],
 )
-async def test_a_sidecar_that_never_turns_healthy_fails_the_environment_and_leaves_nothing(
+async def test_a_sidecar_that_misses_its_condition_fails_the_environment_and_leaves_nothing(
     docker_provider: DockerProvider,
     docker_spec: Any,
     engine: Any,
     tmp_path: Path,
+    condition: str,
+    command: str,
     health: str,
     why: str,
 ) -> None:
@@ -197,47 +206,20 @@ async def test_a_sidecar_that_never_turns_healthy_fails_the_environment_and_leav
 services:
   main:
     depends_on:
-      db: {{condition: service_healthy}}
+      db: {{condition: {condition}}}
   other:{SLEEPER}
   db:
     image: {BASE_IMAGE}
-    command: ["sleep", "infinity"]
-    healthcheck:
-      {health}
+    command: {command}
+    healthcheck: {{test: ["CMD", "false"], {health}}}
 """,
     )
     spec = docker_spec(compose_file=path, params={"compose_timeout": "4"})
-    with pytest.raises(SandboxFailed, match=why):
-        await docker_provider.create(spec)
-    assert leftovers(engine, spec.trial_id) == ([], [])
-
-
-@pytest.mark.parametrize("condition", ["service_healthy", "service_completed_successfully"])
-async def test_a_sidecar_that_exits_fails_the_environment_with_its_output(
-    docker_provider: DockerProvider,
-    docker_spec: Any,
-    engine: Any,
-    tmp_path: Path,
-    condition: str,
-) -> None:
-    path = compose(
-        tmp_path,
-        f"""\
-services:
-  main:
-    depends_on:
-      db: {{condition: {condition}}}
-  db:
-    image: {BASE_IMAGE}
-    command: ["sh", "-c", "echo bad config line 7 >&2; exit 3"]
-    healthcheck: {{test: ["CMD", "true"], interval: 1h}}
-""",
-    )
-    spec = docker_spec(compose_file=path)
     with pytest.raises(SandboxFailed) as info:
         await docker_provider.create(spec)
-    assert f"compose service 'db' exited 3 before it met {condition}" in info.value.message
-    assert "bad config line 7" in info.value.message
+    assert f"compose service 'db' {why}" in info.value.message
+    if command == EXITS:
+        assert "bad config line 7" in info.value.message
     assert leftovers(engine, spec.trial_id) == ([], [])
 
 
