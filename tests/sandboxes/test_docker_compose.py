@@ -107,6 +107,32 @@ async def test_a_sidecar_is_reachable_by_name_and_goes_with_the_sandbox(
     assert leftovers(engine, spec.trial_id) == ([], [])
 
 
+async def test_a_sidecar_is_held_to_its_caps_and_hardening(
+    docker_provider: DockerProvider, docker_spec: Any, tmp_path: Path
+) -> None:
+    caps = "    mem_limit: 96m\n    pids_limit: 40\n    init: true\n"
+    path = compose(tmp_path, f"services:\n  db:{SLEEPER}{caps}")
+    async with await docker_provider.create(docker_spec(compose_file=path)) as box:
+        db = box.service("db")
+        assert db is not None
+        # no privilege to gain: no mount, no new privileges
+        assert (await db.exec("mount -t tmpfs none /mnt", user="root")).exit_code != 0
+        status = (await db.exec("cat /proc/self/status", user="root")).stdout
+        assert "NoNewPrivs:\t1" in status
+        # memory: a hog is killed by the sidecar's own limit, and the sidecar lives on
+        hog = await db.exec("x=a; while :; do x=$x$x; done", timeout=60)
+        assert hog.exit_code == 137 and not hog.timed_out
+        # pids: a fork bomb stops at the limit, and is cleared
+        bomb = await db.exec(
+            "n=0; while [ $n -lt 200 ]; do sleep 600 & n=$((n+1)); done 2>/dev/null; "
+            "ls -d /proc/[0-9]* | wc -l",
+            timeout=60,
+        )
+        assert int(bomb.stdout.split()[-1] if bomb.stdout.split() else 0) <= 40
+        await db.kill_all()  # init: true, so docker-init reaps what the sweep kills
+        assert (await db.exec("echo alive")).stdout == "alive\n"
+
+
 async def test_a_task_with_the_network_gets_a_routed_bridge(
     docker_provider: DockerProvider, docker_spec: Any, tmp_path: Path
 ) -> None:
