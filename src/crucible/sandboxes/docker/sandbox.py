@@ -15,14 +15,14 @@ import re
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from crucible.errors import ProviderUnavailable, SandboxFailed
 from crucible.sandboxes.base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, SandboxSpec
 from crucible.sandboxes.collect.manifest import DOWNLOAD, Budget
 from crucible.sandboxes.collect.sink import Sink
 from crucible.sandboxes.collect.tar import collect_tar
-from crucible.sandboxes.docker.client import EngineClient
+from crucible.sandboxes.docker.client import Companions, EngineClient
 from crucible.sandboxes.docker.exec import KILL_SCRIPT, MARKER_VAR, OOM_COUNT_CMD, ExecStream
 from crucible.sandboxes.docker.grading import DockerGrading
 from crucible.sandboxes.proc import decode
@@ -53,14 +53,6 @@ def sdk() -> Any:
 def short(e: BaseException) -> str:
     text = str(e).strip() or type(e).__name__
     return text if len(text) < 600 else text[:600] + "..."
-
-
-class Companions(Protocol):
-    """What lives and dies with a sandbox's container: a compose task's sidecars."""
-
-    def service(self, name: str) -> Sandbox | None: ...
-
-    async def down(self) -> None: ...
 
 
 class DockerSandbox(DockerGrading, Sandbox):
@@ -390,21 +382,15 @@ class DockerSandbox(DockerGrading, Sandbox):
         if self._closed:
             return
         self._closed = True
+        api, docker = self._api, sdk()
         try:
-            await self._remove()
-        finally:
-            if self.companions is not None:
-                await self.companions.down()
-
-    async def _remove(self) -> None:
-        api = self._api
-        if api is None:
-            return
-        docker = sdk()
-        try:
-            await self._engine.call(api.remove_container, self.id, force=True, v=True)
+            if api is not None:
+                await self._engine.call(api.remove_container, self.id, force=True, v=True)
         except docker.errors.NotFound:
             pass
         except (docker.errors.DockerException, OSError) as e:
             # `cleanup --job` catches what is left; closing never raises.
             log.warning("could not remove container %s: %s", self.name, short(e))
+        finally:
+            if self.companions is not None:
+                await self.companions.down()
