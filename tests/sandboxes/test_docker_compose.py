@@ -157,7 +157,8 @@ async def test_services_start_in_depends_on_order(
     # `early` takes a while to listen; `late` checks once, when it starts, that it can
     # connect. Only waiting on early's healthcheck makes that check pass.
     serve = (
-        "sleep 2; perl -MIO::Socket::INET -e '$s=IO::Socket::INET->new(LocalPort=>7000,"
+        "sleep 2; "  # timing-ok: early is slow to listen on purpose (waited on by health)
+        "perl -MIO::Socket::INET -e '$s=IO::Socket::INET->new(LocalPort=>7000,"
         'Listen=>5,ReuseAddr=>1) or die; open F,">/tmp/up"; close F; '
         'while($c=$s->accept){print $c "hi\\n"; close $c}\''
     )
