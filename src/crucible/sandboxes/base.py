@@ -18,6 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from crucible.errors import ResourcesUnavailable
+
 NetworkMode = Literal["none", "public", "allowlist"]
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # bytes kept per stream per exec
@@ -46,6 +48,17 @@ class SandboxSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     build_timeout_sec: float = 600.0
     params: dict[str, str] = Field(default_factory=dict)  # provider-specific (--env-param)
+
+
+def refuse_compose(spec: SandboxSpec, provider: str) -> None:
+    """For a provider without compose sidecars: a compose task is refused, never run as main
+    alone (the launch refuses it first; this holds for every other way in)."""
+    if spec.compose_file is not None:
+        raise ResourcesUnavailable(
+            f"compose environments ({spec.compose_file.name}) are not supported on this "
+            f"provider ({provider!r})",
+            hint="run the task with --env docker",
+        )
 
 
 class ExecResult(BaseModel):
