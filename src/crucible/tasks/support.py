@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from crucible.tasks.models import AgentSection, NetworkMode, Task, VerifierSection
-from crucible.tasks.sections import VerifierMode
+from crucible.tasks.sections import MAIN_SERVICE, VerifierMode, artifact_list
 
 PROVIDERS = ("local", "docker", "modal")
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
@@ -71,6 +71,13 @@ def _allowlist(task: Task) -> bool:
     return task.config.environment.resolved_network() == NetworkMode.allowlist
 
 
+def _on_sidecar(task: Task) -> bool:
+    cfg = task.config
+    return any(h.service != MAIN_SERVICE for h in cfg.verifier.collect) or any(
+        a.on_sidecar for a in artifact_list(cfg.artifacts)
+    )
+
+
 def compose_file(task: Task) -> Path | None:
     """The task's compose file (Harbor reads docker-compose.yaml; the others are accepted)."""
     for name in COMPOSE_FILES:
@@ -116,8 +123,15 @@ FEATURES: tuple[Feature, ...] = (
     Feature(
         "verifier.collect",
         "collect hooks ([[verifier.collect]]) in the main service",
-        lambda t: bool(t.config.verifier.collect),
+        lambda t: any(h.service == MAIN_SERVICE for h in t.config.verifier.collect),
         supported_on=PROVIDERS,
+    ),
+    Feature(
+        "verifier.collect.service / artifacts.service",
+        "collect hooks and artifacts of a compose sidecar",
+        _on_sidecar,
+        supported_on=("docker",),
+        only_there=True,
     ),
     Feature(
         "environment/docker-compose.yaml",
