@@ -10,7 +10,7 @@ share ports, as they do in Harbor, whose no-network compose tasks share one
 namespace too.) Services start in `depends_on`
 order; a dependency's condition (started, healthy, completed) is waited for,
 within one start timeout for the whole stack (`--env-param compose_timeout=SEC`,
-default 300). A sidecar that never turns healthy, exits or fails its condition
+default 300; the provider's, or the spec's params'). A sidecar that never turns healthy, exits or fails its condition
 is the environment's failure (`SandboxFailed`), never a 0.
 
 Sidecars get main's hardening (capabilities dropped, no-new-privileges) and
@@ -70,6 +70,19 @@ class MainOptions:
 StartMain = Callable[[MainOptions], Awaitable[DockerSandbox]]
 
 
+def start_timeout(value: str | None, default: float = DEFAULT_START_TIMEOUT_SEC) -> float:
+    """`compose_timeout` (seconds, from --env-param), checked."""
+    if value is None or value == "":
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise ValueError(f"compose_timeout: not a number of seconds above 0: {value!r}")
+    return seconds
+
+
 def compose_variables(spec: SandboxSpec, env_dir: str) -> dict[str, str]:
     """What `${VAR}` sees, as in Harbor: the host, the task's env, then Harbor's own names."""
     out = dict(os.environ)
@@ -112,6 +125,7 @@ class ComposeStack:
         spec: SandboxSpec,
         labels: dict[str, str],
         hardening: dict[str, Any],
+        timeout: float = DEFAULT_START_TIMEOUT_SEC,
     ) -> None:
         assert spec.compose_file is not None
         self.spec = spec
@@ -130,8 +144,7 @@ class ComposeStack:
         self._holder: DockerSandbox | None = None  # the shared namespace's, without it
         self.sidecars: dict[str, DockerSandbox] = {}
         self._down = False
-        timeout = spec.params.get("compose_timeout")
-        self._timeout = float(timeout) if timeout else DEFAULT_START_TIMEOUT_SEC
+        self._timeout = timeout
 
     @property
     def _api(self) -> Any:

@@ -9,7 +9,8 @@ the host's environment goes in: only spec.env.
 
 Honours DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH (or `--env-param host=...`);
 `--env-param image=NAME` is the image for specs that name none (default debian:bookworm-slim).
-A task with environment/docker-compose.yaml gets its sidecars too (compose.py).
+A task with environment/docker-compose.yaml gets its sidecars too (compose.py);
+`--env-param compose_timeout=SEC` bounds their start (default 300).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from crucible.errors import ProviderUnavailable, ResourcesUnavailable, SandboxFa
 from crucible.sandboxes.base import Provider, ProviderCapabilities, SandboxSpec
 from crucible.sandboxes.docker.build import ImageCache, spec_image_key
 from crucible.sandboxes.docker.client import EngineClient
-from crucible.sandboxes.docker.compose import ComposeStack, MainOptions
+from crucible.sandboxes.docker.compose import ComposeStack, MainOptions, start_timeout
 from crucible.sandboxes.docker.exec import KEEPER_CMD
 from crucible.sandboxes.docker.sandbox import DockerSandbox, sdk, short
 
@@ -55,9 +56,17 @@ class DockerProvider(Provider):
     name = "docker"
     default_concurrency = 8
 
-    def __init__(self, host: str | None = None, image: str = DEFAULT_IMAGE, **params: str) -> None:
+    def __init__(
+        self,
+        host: str | None = None,
+        image: str = DEFAULT_IMAGE,
+        compose_timeout: str | None = None,
+        **params: str,
+    ) -> None:
         self._host = host
         self._default_image = image
+        # A compose task's services, until their depends_on conditions are met (compose.py).
+        self._compose_timeout = start_timeout(compose_timeout)
         if params:
             log.warning("docker provider ignores unknown parameter(s): %s", ", ".join(params))
         self._pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="crucible-docker")
@@ -167,7 +176,8 @@ class DockerProvider(Provider):
         if spec.compose_file is not None:  # read and checked first: TaskInvalid before a build
             engine = EngineClient(lambda: self._api, self._call, self._pool)
             hardening = {"cap_drop": CAP_DROP, "security_opt": ["no-new-privileges"]}
-            stack = ComposeStack(engine, self.images, spec, labels, hardening)
+            timeout = start_timeout(spec.params.get("compose_timeout"), self._compose_timeout)
+            stack = ComposeStack(engine, self.images, spec, labels, hardening, timeout)
         if not spec.image and spec.dockerfile_dir is None:
             # A spec naming no image (the conformance suite, ad-hoc sandboxes) gets the base one.
             spec = spec.model_copy(update={"image": self._default_image})
