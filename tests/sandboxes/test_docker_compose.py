@@ -364,3 +364,12 @@ async def test_main_keeps_the_tasks_image(
     path = compose(tmp_path, "services:\n  main:\n    image: some/other:image\n")
     with pytest.raises(TaskInvalid, match=r"services\.main\.image"):
         await docker_provider.create(docker_spec(compose_file=path))
+
+
+def test_the_start_timeout_is_a_checked_provider_param(caplog: pytest.LogCaptureFixture) -> None:
+    for bad in ("soon", "0", "-5"):
+        with pytest.raises(ValueError, match="compose_timeout"):
+            DockerProvider(compose_timeout=bad)
+    provider = DockerProvider(compose_timeout="12.5")
+    assert provider._compose_timeout == 12.5
+    assert "ignores unknown" not in caplog.text

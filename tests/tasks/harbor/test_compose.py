@@ -2,7 +2,8 @@
 environment/db/, reached by name, no network otherwise) for a secret that exists only
 there, so the oracle's 1 and the nop agent's 0 both come through the sidecar. A collect
 hook runs in db and its artifact is taken from db. Nothing of the trial is left after it,
-also when db never turns healthy (an environment error, not a 0). Local refuses it."""
+also when db never turns healthy (an environment error, not a 0). Local and modal refuse
+it; a compose file crucible will not run makes the task invalid when it is loaded."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tests.tasks.harbor.test_runs import run
 from crucible.engine.launch import LaunchRefused, prepare_launch
 from crucible.engine.request import RunRequest
 from crucible.store.layout import ARTIFACTS_DIR, SANDBOX_DIR
+from crucible.tasks.loader import check_task
 
 TASK = Path(__file__).parent / "tasks" / "compose"
 
@@ -97,3 +99,30 @@ async def test_local_and_modal_refuse_a_compose_task_as_not_supported_there(
             assert f"is not supported on this provider ('{env}'; runs on: docker)" in (
                 problem.message
             )
+
+
+async def test_a_compose_file_crucible_will_not_run_is_invalid_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = tmp_path / "compose"
+    shutil.copytree(TASK, task)
+    compose = task / "environment" / "docker-compose.yaml"
+    compose.write_text(
+        compose.read_text().replace("    expose:", "    privileged: true\n    expose:")
+    )
+    check = check_task(task)
+    (problem,) = check.errors
+    assert problem.path == compose
+    assert problem.message == "services.db.privileged: refused: privileged containers"
+    # The launch refuses it before any sandbox is made, on docker too.
+    req = RunRequest(paths=[task], env="docker", agent="oracle", jobs_dir=tmp_path, job_name="j")
+    with pytest.raises(LaunchRefused) as refused:
+        await prepare_launch(req)
+    assert refused.value.error == "task_invalid" and not (tmp_path / "j").exists()
+    # Interpolated as at run time: from the host and the task's env.
+    compose.write_text("services:\n  db:\n    image: ${CRUCIBLE_TEST_DB_IMAGE}\n")
+    monkeypatch.delenv("CRUCIBLE_TEST_DB_IMAGE", raising=False)
+    (problem,) = check_task(task).errors
+    assert "services.db.image: the host has no variable 'CRUCIBLE_TEST_DB_IMAGE'" in problem.message
+    monkeypatch.setenv("CRUCIBLE_TEST_DB_IMAGE", "debian:bookworm-slim")
+    assert check_task(task).errors == []

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import SandboxSpec
-from crucible.sandboxes.docker.compose_fields import Build
+from crucible.tasks.compose_fields import Build
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import secrets
 import time
@@ -36,16 +35,17 @@ from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import Sandbox, SandboxSpec
 from crucible.sandboxes.docker.build import ImageCache
 from crucible.sandboxes.docker.client import EngineClient
-from crucible.sandboxes.docker.compose_fields import Condition, Health
-from crucible.sandboxes.docker.compose_file import (
+from crucible.sandboxes.docker.exec import KEEPER_CMD
+from crucible.sandboxes.docker.sandbox import DockerSandbox, sdk, short
+from crucible.tasks.compose import (
     MAIN,
     MAIN_IMAGE_VAR,
     ComposeFile,
     Service,
+    compose_variables,
     load_compose,
 )
-from crucible.sandboxes.docker.exec import KEEPER_CMD
-from crucible.sandboxes.docker.sandbox import DockerSandbox, sdk, short
+from crucible.tasks.compose_fields import Condition, Health
 
 log = logging.getLogger(__name__)
 
@@ -83,23 +83,6 @@ def start_timeout(value: str | None, default: float = DEFAULT_START_TIMEOUT_SEC)
     return seconds
 
 
-def compose_variables(spec: SandboxSpec, env_dir: str) -> dict[str, str]:
-    """What `${VAR}` sees, as in Harbor: the host, the task's env, then Harbor's own names."""
-    out = dict(os.environ)
-    out.update(spec.env)
-    out.update(
-        CONTEXT_DIR=env_dir,
-        MAIN_IMAGE_NAME=MAIN_IMAGE_VAR,
-        CPUS=f"{spec.cpus:g}",
-        MEMORY=f"{spec.memory_mb}M",
-    )
-    if spec.image:
-        out["PREBUILT_IMAGE_NAME"] = spec.image
-    else:
-        out.pop("PREBUILT_IMAGE_NAME", None)
-    return out
-
-
 def health_config(health: Health | None) -> dict[str, Any] | None:
     if health is None:
         return None
@@ -129,10 +112,15 @@ class ComposeStack:
     ) -> None:
         assert spec.compose_file is not None
         self.spec = spec
+        variables = compose_variables(
+            spec.env,
+            env_dir=spec.compose_file.parent,
+            cpus=spec.cpus,
+            memory_mb=spec.memory_mb,
+            image=spec.image,
+        )
         self.compose: ComposeFile = load_compose(
-            spec.compose_file,
-            compose_variables(spec, str(spec.compose_file.parent.resolve())),
-            main_image=spec.image,
+            spec.compose_file, variables, main_image=spec.image
         )
         self._engine = engine
         self._images = images

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from crucible.errors import TaskInvalid
-from crucible.sandboxes.docker.compose_fields import Condition, interpolate
-from crucible.sandboxes.docker.compose_file import MAIN_IMAGE_VAR, ComposeFile, load_compose
+from crucible.tasks.compose import MAIN_IMAGE_VAR, ComposeFile, load_compose
+from crucible.tasks.compose_fields import Condition, interpolate
 
 
 def load(tmp_path: Path, text: str, **variables: str) -> ComposeFile:
@@ -156,14 +156,3 @@ def test_main_may_restate_the_tasks_own_image_or_build(tmp_path: Path) -> None:
     for main in ("build: .", "build: {context: '${CONTEXT_DIR}'}", "image: ${MAIN_IMAGE_NAME}"):
         got = load(tmp_path, f"services:\n  main:\n    {main}\n", CONTEXT_DIR=env)
         assert got.sidecars == {}
-
-
-def test_the_start_timeout_is_a_checked_provider_param(caplog: pytest.LogCaptureFixture) -> None:
-    from crucible.sandboxes.docker.provider import DockerProvider
-
-    for bad in ("soon", "0", "-5"):
-        with pytest.raises(ValueError, match="compose_timeout"):
-            DockerProvider(compose_timeout=bad)
-    provider = DockerProvider(compose_timeout="12.5")
-    assert provider._compose_timeout == 12.5
-    assert "ignores unknown" not in caplog.text

@@ -1,6 +1,6 @@
-"""The field-level readers of a compose file (compose_file.py): Compose's interpolation,
+"""The field-level readers of a compose file (tasks/compose.py): Compose's interpolation,
 durations, sizes, build, depends_on, healthcheck and resource limits, each checked and
-turned into plain values, or refused by name (`TaskInvalid`)."""
+turned into plain values, or refused by name (`ComposeInvalid`, a `TaskInvalid`)."""
 
 from __future__ import annotations
 
@@ -54,12 +54,20 @@ class Health:
     retries: int = 0
 
 
-def invalid(path: Path, where: str, why: str) -> TaskInvalid:
-    return TaskInvalid(
-        f"{path.parent.name}/{path.name}: {where}: {why}",
-        hint="crucible runs compose sidecars through the Engine API; see README "
-        "'Harbor compatibility' for the fields it accepts",
-    )
+class ComposeInvalid(TaskInvalid):
+    """A compose file crucible will not run: `detail` names the field and the reason."""
+
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(
+            f"{path.parent.name}/{path.name}: {detail}",
+            hint="crucible runs compose sidecars through the Engine API; see README "
+            "'Compose environments' for the fields it accepts",
+        )
+        self.detail = detail
+
+
+def invalid(path: Path, where: str, why: str) -> ComposeInvalid:
+    return ComposeInvalid(path, f"{where}: {why}")
 
 
 # -- interpolation ------------------------------------------------------------------------

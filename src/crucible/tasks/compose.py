@@ -1,4 +1,6 @@
-"""A task's environment/docker-compose.yaml, read and checked before anything is made.
+"""A task's environment/docker-compose.yaml, read and checked before anything is made:
+when the task is loaded (`check_compose`: `tasks check` and the launch say what is wrong),
+and again by the docker provider, which runs what it reads (sandboxes/docker/compose.py).
 
 Harbor merges the task's compose file over its own base one, whose `main`
 service is the agent's container (built from environment/Dockerfile, or the
@@ -16,14 +18,16 @@ variable that is unset and has no default is task_invalid, as in env tables.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crucible.sandboxes.docker.compose_fields import (
+from crucible.tasks.compose_fields import (
     Build,
+    ComposeInvalid,
     Condition,
     Health,
     build,
@@ -36,6 +40,7 @@ from crucible.sandboxes.docker.compose_fields import (
     strings,
     text,
 )
+from crucible.tasks.models import EnvironmentSection
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +161,38 @@ class ComposeFile:
 
 
 # -- reading ------------------------------------------------------------------------------
+
+
+def compose_variables(
+    env: Mapping[str, str], *, env_dir: Path, cpus: float, memory_mb: int, image: str | None
+) -> dict[str, str]:
+    """What `${VAR}` sees, as in Harbor: the host, the task's env, then Harbor's own names."""
+    out = dict(os.environ)
+    out.update(env)
+    out.update(
+        CONTEXT_DIR=str(env_dir.resolve()),
+        MAIN_IMAGE_NAME=MAIN_IMAGE_VAR,
+        CPUS=f"{cpus:g}",
+        MEMORY=f"{memory_mb}M",
+    )
+    if image:
+        out["PREBUILT_IMAGE_NAME"] = image
+    else:
+        out.pop("PREBUILT_IMAGE_NAME", None)
+    return out
+
+
+def check_compose(path: Path, env: EnvironmentSection) -> str | None:
+    """What is wrong with a task's compose file (its field and why), or None: `tasks check`
+    says it, and the launch refuses the task, before any sandbox is made."""
+    variables = compose_variables(
+        env.env, env_dir=path.parent, cpus=env.cpus, memory_mb=env.memory_mb, image=env.docker_image
+    )
+    try:
+        load_compose(path, variables, main_image=env.docker_image)
+    except ComposeInvalid as e:
+        return e.detail
+    return None
 
 
 def load_compose(
