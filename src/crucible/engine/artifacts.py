@@ -4,12 +4,15 @@ sandbox once the agent phase is over, as Harbor takes them: hooks first, then ev
 
 Hooks and artifacts of a compose sidecar (`service = "db"`) are taken from that
 service after main's (docker only; elsewhere there is no such service, and they are
-skipped with a warning). Taken under the reward-integrity rules: every sandbox process killed first, then
+skipped with a warning).
+
+Taken under the reward-integrity rules: every sandbox process killed first, then
 crucible's collector (sandboxes/collect/): no link followed or made on the host,
 only regular files' bytes, within the artifacts' own caps. Each entry lands in
 <trial>/sandbox/artifacts/ at its destination, or at its sandbox path
 (/app/out.txt -> artifacts/app/out.txt); the first of two entries claiming one
-host path is kept. A separate verifier gets them back at their sandbox paths
+host path is kept. A multi-step trial takes them after every step, into
+<trial>/steps/NAME/sandbox/artifacts/. A separate verifier gets them back at their sandbox paths
 (`give`), and nothing else of the agent's sandbox.
 """
 
@@ -86,10 +89,12 @@ async def take_artifacts(
     log: FileLog,
     *,
     with_logs: bool = False,
+    into: Path | None = None,
 ) -> list[Taken]:
-    """Hooks, then every artifact into <trial>/sandbox/artifacts/: main's first, then the
-    compose sidecars' (their hooks, then their entries), as Harbor takes them. The caller
-    has killed every agent process; main's hooks may start some, so they are killed again."""
+    """Hooks, then every artifact into <into>/sandbox/artifacts/ (`into`: the trial's folder,
+    or a step's): main's first, then the compose sidecars' (their hooks, then their
+    entries), as Harbor takes them. The caller has killed every agent process; main's hooks
+    may start some, so they are killed again first."""
     wanted = entries(task, with_logs=with_logs)
     on_sidecars = [a for a in artifact_list(task.config.artifacts) if a.on_sidecar]
     hooks = task.config.verifier.collect
@@ -100,7 +105,7 @@ async def take_artifacts(
     taken = [
         t
         for i, entry in enumerate(wanted)
-        if (t := await _take(sandbox, entry, i, task.workdir, collector, log))
+        if (t := await _take(sandbox, entry, i, task.workdir, collector, log, into))
     ]
     if on_sidecars or any(h.service != MAIN_SERVICE for h in hooks):
         await run_collect_hooks(sandbox, task, log, sidecars=True)
@@ -109,7 +114,7 @@ async def take_artifacts(
         box = sandbox.service(entry.service)
         if box is None:
             log.warning(f"artifact {entry.source}: no service {entry.service!r}; skipped")
-        elif t := await _take(box, entry, i, "/", collector, log):
+        elif t := await _take(box, entry, i, "/", collector, log, into):
             taken.append(t)
     return taken
 
@@ -121,16 +126,18 @@ async def _take(
     workdir: str,
     collector: TrialCollector,
     log: FileLog,
+    into: Path | None,
 ) -> Taken | None:
     trial_dir = collector.trial_dir
+    base = into or trial_dir
     path = _path(entry.source, workdir)
     parent, name = posixpath.split(path)
     if not name:
         log.warning(f"artifact {entry.source!r}: the sandbox root is not an artifact")
         return None
-    stage = trial_dir / SANDBOX_DIR / f".artifact-{i}"
+    stage = base / SANDBOX_DIR / f".artifact-{i}"
     record = await collector.collect_artifact(box, parent, name, stage, entry.exclude)
-    target = trial_dir / SANDBOX_DIR / ARTIFACTS_DIR / (entry.destination or path.lstrip("/"))
+    target = base / SANDBOX_DIR / ARTIFACTS_DIR / (entry.destination or path.lstrip("/"))
     problem = _place(stage / name, target)
     shutil.rmtree(stage, ignore_errors=True)
     if problem == "absent" and record.notes:  # a link, a fifo...: listed, not copied
@@ -162,12 +169,20 @@ def _place(got: Path, target: Path) -> str | None:
 
 
 async def hand_over(
-    sandbox: Sandbox, task: Task, collector: TrialCollector, log: FileLog, *, separate: bool
+    sandbox: Sandbox,
+    task: Task,
+    collector: TrialCollector,
+    log: FileLog,
+    *,
+    separate: bool,
+    into: Path | None = None,
 ) -> tuple[list[Taken], list[str] | None]:
-    """The end of the agent's sandbox's use (every agent process killed): the artifacts,
-    and in separate mode what the attempt changed in the system, read before it is closed."""
+    """The end of an agent phase (every agent process killed): the artifacts (into `into`,
+    a step's folder, when given), and in separate mode what the attempt changed in the
+    system, read before the verifier starts."""
     changed = await sandbox.changed_system_paths() if separate else None
-    return await take_artifacts(sandbox, task, collector, log, with_logs=separate), changed
+    taken = await take_artifacts(sandbox, task, collector, log, with_logs=separate, into=into)
+    return taken, changed
 
 
 async def give(sandbox: Sandbox, taken: list[Taken]) -> None:
