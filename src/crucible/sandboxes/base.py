@@ -152,14 +152,14 @@ class Sandbox(abc.ABC):
         except Exception:
             return False
 
-    def service(self, name: str) -> Sandbox | None:
-        """A compose sidecar of this sandbox by service name (collect hooks run there), or
-        None when there is no such service (a sandbox without compose has none)."""
-        return None
-
     async def changed_system_paths(self) -> list[str] | None:
         """System paths (/usr, /etc, /bin, /lib...) changed since the sandbox started,
         or None when this provider cannot see them cheaply."""
+        return None
+
+    def service(self, name: str) -> Sandbox | None:
+        """A compose sidecar of this sandbox by service name (collect hooks run there), or
+        None when there is no such service (a sandbox without compose has none)."""
         return None
 
     async def __aenter__(self) -> Sandbox:
