@@ -1,23 +1,22 @@
 """A compose task's sidecars on the docker provider: started before main, torn down with it.
 
-With the network, a task's services share a private bridge network of the
-trial, on which each is reachable by its name (a network alias), main included.
-Without it, they share one network namespace that has only loopback (held by a
-small holder container made with network none), and every service name resolves
-to 127.0.0.1 there: an internal Docker network would still route to the host's
-own addresses, which a task with no network must never reach. (Services then
-share ports, as they do in Harbor, whose no-network compose tasks share one
-namespace too.) Services start in `depends_on`
-order; a dependency's condition (started, healthy, completed) is waited for,
-within one start timeout for the whole stack (`--env-param compose_timeout=SEC`,
-default 300; the provider's, or the spec's params'). A sidecar that never turns healthy, exits or fails its condition
-is the environment's failure (`SandboxFailed`), never a 0.
+With the network, a task's services share a private bridge network of the trial, on
+which each is reachable by its name (a network alias), main included. Without it, they
+share one network namespace that has only loopback (held by a small holder container
+made with network none), and every service name resolves to 127.0.0.1 there: an
+internal Docker network would still route to the host's own addresses, which a task
+with no network must never reach. (Services then share ports, as in Harbor, whose
+no-network compose tasks share one namespace too.)
 
-Sidecars get main's hardening (capabilities dropped, no-new-privileges) and
-caps: their declared memory, cpus and pids limits, or the task's. Everything
-carries the job and trial labels, so `crucible sandboxes cleanup` finds what a
-crash left behind; `down()` removes the containers, their anonymous volumes and
-the network, and never raises.
+Services start in `depends_on` order; a dependency's condition (started, healthy,
+completed) is waited for, within one start timeout for the whole stack (`--env-param
+compose_timeout=SEC`, default 300). A sidecar that never turns healthy, exits or misses
+its condition is the environment's failure (`SandboxFailed`), never a 0.
+
+Sidecars get main's hardening (capabilities dropped, no-new-privileges) and caps: their
+declared memory, cpus and pids limits, or the task's. Everything carries the job and
+trial labels, so `crucible sandboxes cleanup` finds what a crash left behind; `down()`
+removes the containers, their anonymous volumes and the network, and never raises.
 """
 
 from __future__ import annotations
@@ -241,6 +240,7 @@ class ComposeStack:
         api, spec = self._api, self.spec
         image = await self._image_of(svc, main_image)
         memory = svc.memory_mb or spec.memory_mb
+        pids = svc.pids_limit or spec.pids_limit
         name = f"{self._prefix}-{svc.name}"
         created = await self._call(
             api.create_container,
@@ -261,7 +261,7 @@ class ComposeStack:
                 nano_cpus=int((svc.cpus or spec.cpus) * 1e9),
                 mem_limit=f"{memory}m",
                 memswap_limit=f"{memory}m",
-                pids_limit=svc.pids_limit or spec.pids_limit,
+                pids_limit=pids,
                 network_mode=self._mode,
                 read_only=svc.read_only,
                 tmpfs=svc.tmpfs or None,
@@ -272,8 +272,14 @@ class ComposeStack:
         cid: str = created["Id"]
         info = await self._call(api.inspect_container, cid)
         workdir = (info.get("Config") or {}).get("WorkingDir") or "/"
+        # Its own limits: the sandbox's sweeps restore its pids limit after lending some.
         sidecar_spec = spec.model_copy(
-            update={"workdir": workdir, "memory_mb": memory, "compose_file": None}
+            update={
+                "workdir": workdir,
+                "memory_mb": memory,
+                "pids_limit": pids,
+                "compose_file": None,
+            }
         )
         user = svc.user or await self._images.user_of(image)
         self.sidecars[svc.name] = DockerSandbox(self._engine, sidecar_spec, cid, name, user)
