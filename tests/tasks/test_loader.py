@@ -18,6 +18,7 @@ from crucible.tasks.loader import (
     validate_task,
 )
 from crucible.tasks.models import NetworkMode
+from crucible.tasks.support import feature_uses
 
 
 def errors(problems: list[Problem]) -> list[Problem]:
@@ -310,8 +311,11 @@ def test_shared_mode_with_a_verifier_environment_is_an_error(make_task: MakeTask
 def test_docker_compose_environment_loads_and_is_named(make_task: MakeTask) -> None:
     root = make_task(files={"environment/docker-compose.yaml": "services: {}\n"})
     check = check_task(root)
-    assert check.valid
-    assert only(check.problems, "docker compose").severity == "warning"
+    assert check.valid and check.task is not None
+    assert not [p for p in check.problems if "compose" in p.message]  # docker runs it
+    (use,) = feature_uses(check.task)
+    assert use.feature.field == "environment/docker-compose.yaml"
+    assert use.feature.supported_on == ("docker",)
 
 
 def test_ignored_harbor_features_warn(make_task: MakeTask) -> None:

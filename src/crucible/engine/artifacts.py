@@ -2,6 +2,10 @@
 sandbox once the agent phase is over, as Harbor takes them: hooks first, then every
 `artifacts` entry (a path, or a table with source / destination / exclude).
 
+Hooks and artifacts of a compose sidecar (`service = "db"`) are taken from that
+service after main's (docker only; elsewhere there is no such service, and they are
+skipped with a warning).
+
 Taken under the reward-integrity rules: every sandbox process killed first, then
 crucible's collector (sandboxes/collect/): no link followed or made on the host,
 only regular files' bytes, within the artifacts' own caps. Each entry lands in
@@ -51,18 +55,23 @@ def _path(source: str, workdir: str) -> str:
     return posixpath.normpath(posixpath.join(workdir, source))
 
 
-async def run_collect_hooks(sandbox: Sandbox, task: Task, log: FileLog) -> None:
-    """The task's [[verifier.collect]] commands, in order, best effort (Harbor's rule: a
+async def run_collect_hooks(
+    sandbox: Sandbox, task: Task, log: FileLog, *, sidecars: bool = False
+) -> None:
+    """The task's [[verifier.collect]] commands for main (or, `sidecars`, for the compose
+    sidecars, in their own working folders), in order, best effort (Harbor's rule: a
     failing hook is a warning). Only a lost sandbox raises."""
     for hook in task.config.verifier.collect:
-        if hook.service != MAIN_SERVICE:
-            log.warning(f"collect hook for service {hook.service!r} skipped (no compose here)")
+        if (hook.service != MAIN_SERVICE) != sidecars:
+            continue
+        box = sandbox if hook.service == MAIN_SERVICE else sandbox.service(hook.service)
+        if box is None:
+            log.warning(f"collect hook for service {hook.service!r} skipped (no such service)")
             continue
         user = None if hook.user is None else str(hook.user)
+        cwd = task.workdir if box is sandbox else None
         try:
-            res = await sandbox.exec(
-                hook.command, timeout=hook.timeout_sec, cwd=task.workdir, user=user
-            )
+            res = await box.exec(hook.command, timeout=hook.timeout_sec, cwd=cwd, user=user)
         except SandboxFailed:
             raise
         except Exception as exc:
@@ -83,40 +92,66 @@ async def take_artifacts(
     into: Path | None = None,
 ) -> list[Taken]:
     """Hooks, then every artifact into <into>/sandbox/artifacts/ (`into`: the trial's folder,
-    or a step's). The caller has killed every agent process; hooks may start some, so they
-    are killed again first."""
+    or a step's): main's first, then the compose sidecars' (their hooks, then their
+    entries), as Harbor takes them. The caller has killed every agent process; main's hooks
+    may start some, so they are killed again first."""
     wanted = entries(task, with_logs=with_logs)
-    if not wanted and not task.config.verifier.collect:
+    on_sidecars = [a for a in artifact_list(task.config.artifacts) if a.on_sidecar]
+    hooks = task.config.verifier.collect
+    if not wanted and not on_sidecars and not hooks:
         return []
     await run_collect_hooks(sandbox, task, log)
     await sandbox.kill_all()
+    taken = [
+        t
+        for i, entry in enumerate(wanted)
+        if (t := await _take(sandbox, entry, i, task.workdir, collector, log, into))
+    ]
+    if on_sidecars or any(h.service != MAIN_SERVICE for h in hooks):
+        await run_collect_hooks(sandbox, task, log, sidecars=True)
+    for i, entry in enumerate(on_sidecars, start=len(wanted)):
+        assert entry.service is not None
+        box = sandbox.service(entry.service)
+        if box is None:
+            log.warning(f"artifact {entry.source}: no service {entry.service!r}; skipped")
+        elif t := await _take(box, entry, i, "/", collector, log, into):
+            taken.append(t)
+    return taken
+
+
+async def _take(
+    box: Sandbox,
+    entry: ArtifactSection,
+    i: int,
+    workdir: str,
+    collector: TrialCollector,
+    log: FileLog,
+    into: Path | None,
+) -> Taken | None:
     trial_dir = collector.trial_dir
     base = into or trial_dir
-    root = base / SANDBOX_DIR / ARTIFACTS_DIR
-    taken: list[Taken] = []
-    for i, entry in enumerate(wanted):
-        path = _path(entry.source, task.workdir)
-        parent, name = posixpath.split(path)
-        if not name:
-            log.warning(f"artifact {entry.source!r}: the sandbox root is not an artifact")
-            continue
-        stage = base / SANDBOX_DIR / f".artifact-{i}"
-        record = await collector.collect_artifact(sandbox, parent, name, stage, entry.exclude)
-        target = root / (entry.destination or path.lstrip("/"))
-        problem = _place(stage / name, target)
-        shutil.rmtree(stage, ignore_errors=True)
-        if problem == "absent" and record.notes:  # a link, a fifo...: listed, not copied
-            log.warning(f"artifact {path}: not a file or folder (see the manifest); skipped")
-        elif problem == "absent":
-            record.absent = True
-            if path != LOGS_ARTIFACTS:  # Harbor's convention folder may well be empty
-                log.warning(f"artifact {path}: not found in the sandbox")
-        elif problem:
-            log.warning(f"artifact {path}: {problem}")
-        else:
-            record.dst = str(target.relative_to(trial_dir))
-            taken.append(Taken(path, target))
-    return taken
+    path = _path(entry.source, workdir)
+    parent, name = posixpath.split(path)
+    if not name:
+        log.warning(f"artifact {entry.source!r}: the sandbox root is not an artifact")
+        return None
+    stage = base / SANDBOX_DIR / f".artifact-{i}"
+    record = await collector.collect_artifact(box, parent, name, stage, entry.exclude)
+    target = base / SANDBOX_DIR / ARTIFACTS_DIR / (entry.destination or path.lstrip("/"))
+    problem = _place(stage / name, target)
+    shutil.rmtree(stage, ignore_errors=True)
+    if problem == "absent" and record.notes:  # a link, a fifo...: listed, not copied
+        log.warning(f"artifact {path}: not a file or folder (see the manifest); skipped")
+    elif problem == "absent":
+        record.absent = True
+        if path != LOGS_ARTIFACTS:  # Harbor's convention folder may well be empty
+            log.warning(f"artifact {path}: not found in the sandbox")
+    elif problem:
+        log.warning(f"artifact {path}: {problem}")
+    else:
+        record.dst = str(target.relative_to(trial_dir))
+        return Taken(path, target)
+    return None
 
 
 def _place(got: Path, target: Path) -> str | None:

@@ -11,6 +11,7 @@ from crucible.errors import ResourcesUnavailable
 from crucible.sandboxes.base import NetworkMode, SandboxSpec
 from crucible.tasks.models import NetworkMode as TaskNetwork
 from crucible.tasks.models import Task
+from crucible.tasks.support import compose_file
 
 SANDBOX_NETWORK: dict[TaskNetwork, NetworkMode] = {
     TaskNetwork.public: "public",
@@ -61,6 +62,7 @@ def build_spec(plan: TrialPlan, agent: Agent, params: dict[str, str] | None = No
         image=env_cfg.docker_image,
         dockerfile_dir=task.environment_dir if task.dockerfile.is_file() else None,
         environment_digest=task.environment_digest,
+        compose_file=compose_file(task),
         workdir=task.workdir,
         cpus=env_cfg.cpus,
         memory_mb=env_cfg.memory_mb,

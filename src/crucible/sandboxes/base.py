@@ -18,6 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from crucible.errors import ResourcesUnavailable
+
 NetworkMode = Literal["none", "public", "allowlist"]
 
 DEFAULT_OUTPUT_CAP = 1 << 20  # bytes kept per stream per exec
@@ -32,6 +34,8 @@ class SandboxSpec(BaseModel):
     image: str | None = None  # a prebuilt image (docker_image)
     dockerfile_dir: Path | None = None  # environment/ holding a Dockerfile
     environment_digest: str | None = None  # sha256 of environment/ (build cache key)
+    # environment/docker-compose.yaml: sidecar services (the docker provider runs them)
+    compose_file: Path | None = None
     workdir: str = "/app"
     cpus: float = 1.0
     memory_mb: int = 2048
@@ -44,6 +48,17 @@ class SandboxSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     build_timeout_sec: float = 600.0
     params: dict[str, str] = Field(default_factory=dict)  # provider-specific (--env-param)
+
+
+def refuse_compose(spec: SandboxSpec, provider: str) -> None:
+    """For a provider without compose sidecars: a compose task is refused, never run as main
+    alone (the launch refuses it first; this holds for every other way in)."""
+    if spec.compose_file is not None:
+        raise ResourcesUnavailable(
+            f"compose environments ({spec.compose_file.name}) are not supported on this "
+            f"provider ({provider!r})",
+            hint="run the task with --env docker",
+        )
 
 
 class ExecResult(BaseModel):
@@ -148,6 +163,11 @@ class Sandbox(abc.ABC):
     async def changed_system_paths(self) -> list[str] | None:
         """System paths (/usr, /etc, /bin, /lib...) changed since the sandbox started,
         or None when this provider cannot see them cheaply."""
+        return None
+
+    def service(self, name: str) -> Sandbox | None:
+        """A compose sidecar of this sandbox by service name (collect hooks run there), or
+        None when there is no such service (a sandbox without compose has none)."""
         return None
 
     async def __aenter__(self) -> Sandbox:

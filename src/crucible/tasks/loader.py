@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from crucible.errors import TaskInvalid
+from crucible.tasks.compose import check_compose
 from crucible.tasks.host_env import resolve_task_env
 from crucible.tasks.models import Task, TaskConfig
 from crucible.tasks.problems import Problem, TaskCheck
 from crucible.tasks.steps import check_steps, read_instruction
-from crucible.tasks.support import feature_uses
+from crucible.tasks.support import compose_file, feature_uses
 from crucible.tasks.task_toml import TASK_TOML, check_config, field_line
 
 INSTRUCTION = "instruction.md"
@@ -101,6 +102,9 @@ def check_task(path: Path) -> TaskCheck:
         dockerfile_workdir=workdir,
     )
     _report_features(check.task, check)
+    if (compose := compose_file(check.task)) is not None:
+        if (wrong := check_compose(compose, config.environment)) is not None:
+            check.problems.append(Problem(path=compose, message=wrong))
     check.problems.sort(key=lambda p: (p.path.name != TASK_TOML, str(p.path), p.line or 0))
     return check
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from crucible.tasks.models import AgentSection, NetworkMode, Task, VerifierSection
-from crucible.tasks.sections import VerifierMode
+from crucible.tasks.sections import MAIN_SERVICE, VerifierMode, artifact_list
 
 PROVIDERS = ("local", "docker", "modal")
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
@@ -34,6 +35,8 @@ class Feature:
     effect: Effect = "refused"
     # True: a provider outside supported_on refuses it itself when it makes the sandbox.
     provider_refuses: bool = False
+    # True: refused on every provider outside supported_on, test stand-ins included.
+    only_there: bool = False
 
 
 def _separate_verifier(task: Task) -> bool:
@@ -64,8 +67,23 @@ def _allowlist(task: Task) -> bool:
     return task.config.environment.resolved_network() == NetworkMode.allowlist
 
 
+def _on_sidecar(task: Task) -> bool:
+    cfg = task.config
+    return any(h.service != MAIN_SERVICE for h in cfg.verifier.collect) or any(
+        a.on_sidecar for a in artifact_list(cfg.artifacts)
+    )
+
+
+def compose_file(task: Task) -> Path | None:
+    """The task's compose file (Harbor reads docker-compose.yaml; the others are accepted)."""
+    for name in COMPOSE_FILES:
+        if (task.environment_dir / name).is_file():
+            return task.environment_dir / name
+    return None
+
+
 def _compose(task: Task) -> bool:
-    return any((task.environment_dir / name).is_file() for name in COMPOSE_FILES)
+    return compose_file(task) is not None
 
 
 FEATURES: tuple[Feature, ...] = (
@@ -91,11 +109,22 @@ FEATURES: tuple[Feature, ...] = (
     Feature(
         "verifier.collect",
         "collect hooks ([[verifier.collect]]) in the main service",
-        lambda t: bool(t.config.verifier.collect),
+        lambda t: any(h.service == MAIN_SERVICE for h in t.config.verifier.collect),
         supported_on=PROVIDERS,
     ),
     Feature(
-        "environment/docker-compose.yaml", "multi-container environments (docker compose)", _compose
+        "verifier.collect.service / artifacts.service",
+        "collect hooks and artifacts of a compose sidecar",
+        _on_sidecar,
+        supported_on=("docker",),
+        only_there=True,
+    ),
+    Feature(
+        "environment/docker-compose.yaml",
+        "multi-container environments (compose sidecars on a private network of the trial)",
+        _compose,
+        supported_on=("docker",),
+        only_there=True,
     ),
     Feature(
         "environment.healthcheck",
@@ -183,11 +212,20 @@ def unsupported_features(task: Task, provider_name: str) -> list[str]:
     changes nothing graded are not listed.
     """
     return [
-        f"{use.feature.field}: {use.feature.what} is not supported yet"
+        _refusal(use.feature, provider_name)
         for use in feature_uses(task, provider_name)
         if not use.supported
         and use.feature.effect == "refused"
         and not use.feature.provider_refuses
         # a provider outside crucible's own (a test stand-in) is held to the unsupported only
-        and (not use.feature.supported_on or provider_name in PROVIDERS)
+        and (not use.feature.supported_on or use.feature.only_there or provider_name in PROVIDERS)
     ]
+
+
+def _refusal(feature: Feature, provider_name: str) -> str:
+    if not feature.supported_on:
+        return f"{feature.field}: {feature.what} is not supported yet"
+    return (
+        f"{feature.field}: {feature.what} is not supported on this provider "
+        f"({provider_name!r}; runs on: {', '.join(feature.supported_on)})"
+    )

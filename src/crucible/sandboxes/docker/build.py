@@ -1,6 +1,7 @@
 """Images for the docker provider: prebuilt ones checked (pulled if absent), task ones built once.
 
-A task's environment/ is built as `crucible-env:<digest[:16]>`, keyed by the
+A compose sidecar's build is keyed the same way, by its context's digest and its
+Dockerfile, args and target. A task's environment/ is built as `crucible-env:<digest[:16]>`, keyed by the
 content digest of environment/, so a rebuilt-but-unchanged task reuses its
 image across jobs. Within one provider (one job) each image is resolved by a
 single shared task, however many trials ask at once. A build that fails is a
@@ -14,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import hashlib
+import json
 import logging
 import socket
 import threading
@@ -24,6 +27,7 @@ from typing import Any, TypeVar
 
 from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import SandboxSpec
+from crucible.tasks.compose_fields import Build
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +73,30 @@ class ImageCache:
                 f"task {spec.task_name!r} names no image: neither [environment].docker_image "
                 "nor environment/Dockerfile"
             )
+        if key[0] == "image":
+            return await self.image(key[1])
+        assert spec.dockerfile_dir is not None
+        context, timeout = spec.dockerfile_dir, spec.build_timeout_sec
+        return await self._once(key, lambda: self._ensure_built(key[1], context, timeout))
+
+    async def image(self, ref: str) -> str:
+        """A prebuilt image, pulled once if the engine lacks it."""
+        return await self._once(("image", ref), lambda: self._ensure_pulled(ref))
+
+    async def built(self, build: Build, timeout: float) -> str:
+        """A compose service's image, built once per content (context, Dockerfile, args)."""
+        from crucible.tasks.loader import tree_digest
+
+        recipe = json.dumps([build.dockerfile, sorted(build.args.items()), build.target])
+        digest = hashlib.sha256(f"{tree_digest(build.context)}\0{recipe}".encode()).hexdigest()
+        return await self._once(
+            ("build", digest), lambda: self._ensure_built(digest, build.context, timeout, build)
+        )
+
+    async def _once(self, key: tuple[str, str], make: Callable[[], Awaitable[str]]) -> str:
         task = self._tasks.get(key)
         if task is None:
-            if key[0] == "image":
-                coro = self._ensure_pulled(key[1])
-            else:
-                assert spec.dockerfile_dir is not None
-                coro = self._ensure_built(key[1], spec.dockerfile_dir, spec.build_timeout_sec)
-            task = asyncio.ensure_future(coro)
+            task = asyncio.ensure_future(make())
             self._tasks[key] = task
             task.add_done_callback(functools.partial(self._forget_transient, key))
         # Shielded: one trial giving up must not cancel the build others wait on.
@@ -127,17 +147,22 @@ class ImageCache:
             raise SandboxFailed(f"image {ref!r} is still absent after a pull")
         return ref
 
-    async def _ensure_built(self, digest: str, context: Path, timeout: float) -> str:
+    async def _ensure_built(
+        self, digest: str, context: Path, timeout: float, recipe: Build | None = None
+    ) -> str:
         tag = env_tag(digest)
         if await self._exists(tag):
             return tag
-        if not (context / "Dockerfile").is_file():
-            raise TaskInvalid(f"its image cannot be built: {context}/Dockerfile is missing")
+        dockerfile = recipe.dockerfile if recipe else "Dockerfile"
+        if not (context / dockerfile).is_file():
+            raise TaskInvalid(f"its image cannot be built: {context}/{dockerfile} is missing")
         self.builds_run += 1
         ctl = _BuildControl()
         started = time.monotonic()
         log.info("building %s from %s", tag, context)
-        build = asyncio.ensure_future(self._run(self._build, context, tag, digest, timeout, ctl))
+        build = asyncio.ensure_future(
+            self._run(self._build, context, tag, digest, timeout, ctl, recipe)
+        )
         try:
             await asyncio.wait_for(asyncio.shield(build), timeout)
         except TimeoutError as e:
@@ -152,7 +177,13 @@ class ImageCache:
         return tag
 
     def _build(
-        self, context: Path, tag: str, digest: str, timeout: float, ctl: _BuildControl
+        self,
+        context: Path,
+        tag: str,
+        digest: str,
+        timeout: float,
+        ctl: _BuildControl,
+        recipe: Build | None = None,
     ) -> None:
         """Blocking: stream the build, keep the log's tail, raise TaskInvalid on failure."""
         import docker.errors
@@ -163,6 +194,9 @@ class ImageCache:
             stream = self._api.build(
                 path=str(context),
                 tag=tag,
+                dockerfile=recipe.dockerfile if recipe else None,
+                buildargs=dict(recipe.args) if recipe else None,
+                target=recipe.target if recipe else None,
                 pull=False,  # base images come from the local engine only
                 rm=True,
                 forcerm=True,

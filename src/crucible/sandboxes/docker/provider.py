@@ -9,6 +9,8 @@ the host's environment goes in: only spec.env.
 
 Honours DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH (or `--env-param host=...`);
 `--env-param image=NAME` is the image for specs that name none (default debian:bookworm-slim).
+A task with environment/docker-compose.yaml gets its sidecars too (compose.py);
+`--env-param compose_timeout=SEC` bounds their start (default 300).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from crucible.errors import ProviderUnavailable, ResourcesUnavailable, SandboxFa
 from crucible.sandboxes.base import Provider, ProviderCapabilities, SandboxSpec
 from crucible.sandboxes.docker.build import ImageCache, spec_image_key
 from crucible.sandboxes.docker.client import EngineClient
+from crucible.sandboxes.docker.compose import ComposeStack, MainOptions, start_timeout
 from crucible.sandboxes.docker.exec import KEEPER_CMD
 from crucible.sandboxes.docker.sandbox import DockerSandbox, sdk, short
 
@@ -53,9 +56,17 @@ class DockerProvider(Provider):
     name = "docker"
     default_concurrency = 8
 
-    def __init__(self, host: str | None = None, image: str = DEFAULT_IMAGE, **params: str) -> None:
+    def __init__(
+        self,
+        host: str | None = None,
+        image: str = DEFAULT_IMAGE,
+        compose_timeout: str | None = None,
+        **params: str,
+    ) -> None:
         self._host = host
         self._default_image = image
+        # A compose task's services, until their depends_on conditions are met (compose.py).
+        self._compose_timeout = start_timeout(compose_timeout)
         if params:
             log.warning("docker provider ignores unknown parameter(s): %s", ", ".join(params))
         self._pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="crucible-docker")
@@ -148,21 +159,25 @@ class DockerProvider(Provider):
 
     async def create(self, spec: SandboxSpec) -> DockerSandbox:
         docker = sdk()
-        api = await self.api()
+        await self.api()
         if spec.network == "allowlist":
             raise ResourcesUnavailable(
                 "the docker provider cannot enforce a network allowlist",
                 hint="run the task with network 'public' or 'none', or on a provider with allowlists",
             )
-        device_requests = None
-        if spec.gpus > 0:
-            if "nvidia" not in ((self._info or {}).get("Runtimes") or {}):
-                raise ResourcesUnavailable(
-                    f"task asks for {spec.gpus} GPU(s) but this Docker engine has no NVIDIA runtime",
-                    hint="install nvidia-container-toolkit on the engine host",
-                )
-            device_requests = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
+        if spec.gpus > 0 and "nvidia" not in ((self._info or {}).get("Runtimes") or {}):
+            raise ResourcesUnavailable(
+                f"task asks for {spec.gpus} GPU(s) but this Docker engine has no NVIDIA runtime",
+                hint="install nvidia-container-toolkit on the engine host",
+            )
 
+        labels = {LABEL_JOB: spec.job_id, LABEL_TRIAL: spec.trial_id, LABEL_TASK: spec.task_name}
+        stack = None
+        if spec.compose_file is not None:  # read and checked first: TaskInvalid before a build
+            engine = EngineClient(lambda: self._api, self._call, self._pool)
+            hardening = {"cap_drop": CAP_DROP, "security_opt": ["no-new-privileges"]}
+            timeout = start_timeout(spec.params.get("compose_timeout"), self._compose_timeout)
+            stack = ComposeStack(engine, self.images, spec, labels, hardening, timeout)
         if not spec.image and spec.dockerfile_dir is None:
             # A spec naming no image (the conformance suite, ad-hoc sandboxes) gets the base one.
             spec = spec.model_copy(update={"image": self._default_image})
@@ -172,9 +187,38 @@ class DockerProvider(Provider):
         except (docker.errors.DockerException, OSError) as e:
             raise SandboxFailed(f"the engine failed while looking up the image: {short(e)}") from e
 
+        if stack is None:
+            return await self._start_main(spec, image, image_user, labels, MainOptions())
+
+        async def start_main(opts: MainOptions) -> DockerSandbox:
+            box = await self._start_main(spec, image, image_user, labels, opts)
+            box.companions = stack
+            return box
+
+        return await stack.up(image, start_main)
+
+    async def _start_main(
+        self,
+        spec: SandboxSpec,
+        image: str,
+        image_user: str,
+        labels: dict[str, str],
+        opts: MainOptions,
+    ) -> DockerSandbox:
+        docker = sdk()
+        api = await self.api()
+        device_requests = None
+        if spec.gpus > 0:
+            device_requests = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
         storage_opt = None
         if spec.storage_mb and self._storage_supported():
             storage_opt = {"size": f"{spec.storage_mb}M"}
+        network = opts.network or ("bridge" if spec.network == "public" else "none")
+        networking = None
+        if opts.aliases:
+            endpoint = api.create_endpoint_config(aliases=opts.aliases)
+            networking = api.create_networking_config({network: endpoint})
+        shared = network.startswith("container:")  # a namespace that has its own host name
 
         def host_config(storage: dict[str, str] | None) -> Any:
             return api.create_host_config(
@@ -183,14 +227,13 @@ class DockerProvider(Provider):
                 mem_limit=f"{spec.memory_mb}m",
                 memswap_limit=f"{spec.memory_mb}m",  # equal: no swap
                 pids_limit=spec.pids_limit,
-                network_mode="bridge" if spec.network == "public" else "none",
+                network_mode=network,
                 cap_drop=CAP_DROP,
                 security_opt=["no-new-privileges"],
                 storage_opt=storage,
                 device_requests=device_requests,
             )
 
-        labels = {LABEL_JOB: spec.job_id, LABEL_TRIAL: spec.trial_id, LABEL_TASK: spec.task_name}
         name = f"crucible-{_slug(spec.trial_id)}-{secrets.token_hex(3)}"
 
         def make(storage: dict[str, str] | None) -> str:
@@ -199,12 +242,15 @@ class DockerProvider(Provider):
                 # As the command, as Harbor does: the image's ENTRYPOINT runs (its set-up
                 # happens) and gets the keeper as its arguments (`exec "$@"` keeps it alive).
                 command=KEEPER_CMD,
+                entrypoint=opts.entrypoint,
                 name=name,
-                hostname="sandbox",
+                hostname=None if shared else "sandbox",
                 user="0",  # see DockerSandbox.default_user
                 working_dir=spec.workdir,
-                environment=dict(spec.env),
-                labels=labels,
+                environment={**opts.env, **spec.env},  # task.toml's env wins, as in Harbor
+                labels={**opts.labels, **labels},
+                healthcheck=opts.healthcheck,
+                networking_config=networking,
                 host_config=host_config(storage),
                 use_config_proxy=False,  # the host's proxy settings stay on the host
             )
@@ -226,7 +272,7 @@ class DockerProvider(Provider):
             raise SandboxFailed(f"lost the engine while creating a container: {short(e)}") from e
 
         engine = EngineClient(lambda: self._api, self._call, self._pool)
-        sandbox = DockerSandbox(engine, spec, cid, name, default_user=image_user)
+        sandbox = DockerSandbox(engine, spec, cid, name, default_user=opts.user or image_user)
         try:
             from crucible.sandboxes.docker.files import dirs_tar
 
@@ -266,6 +312,15 @@ class DockerProvider(Provider):
             except docker.errors.APIError as e:
                 if "already in progress" not in str(e):
                     raise SandboxFailed(f"could not remove container {c['Id'][:12]}: {e}") from e
+        # A compose task's networks, once their containers are gone.
+        for net in await self._call(api.networks, filters={"label": label}):
+            try:
+                await self._call(api.remove_network, net["Id"])
+                removed += 1
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as e:
+                raise SandboxFailed(f"could not remove network {net['Name']}: {e}") from e
         return removed
 
     async def aclose(self) -> None:

@@ -22,7 +22,7 @@ from crucible.sandboxes.base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, San
 from crucible.sandboxes.collect.manifest import DOWNLOAD, Budget
 from crucible.sandboxes.collect.sink import Sink
 from crucible.sandboxes.collect.tar import collect_tar
-from crucible.sandboxes.docker.client import EngineClient
+from crucible.sandboxes.docker.client import Companions, EngineClient
 from crucible.sandboxes.docker.exec import KILL_SCRIPT, MARKER_VAR, OOM_COUNT_CMD, ExecStream
 from crucible.sandboxes.docker.grading import DockerGrading, ended
 from crucible.sandboxes.proc import decode
@@ -57,6 +57,8 @@ def short(e: BaseException) -> str:
 
 class DockerSandbox(DockerGrading, Sandbox):
     """One running container."""
+
+    companions: Companions | None = None  # set for a compose task's main
 
     def __init__(
         self,
@@ -372,18 +374,22 @@ class DockerSandbox(DockerGrading, Sandbox):
 
     # -- lifecycle --------------------------------------------------------------
 
+    def service(self, name: str) -> Sandbox | None:
+        return self.companions.service(name) if self.companions is not None else None
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        api = self._api
-        if api is None:
-            return
-        docker = sdk()
+        api, docker = self._api, sdk()
         try:
-            await self._engine.call(api.remove_container, self.id, force=True, v=True)
+            if api is not None:
+                await self._engine.call(api.remove_container, self.id, force=True, v=True)
         except docker.errors.NotFound:
             pass
         except (docker.errors.DockerException, OSError) as e:
             # `cleanup --job` catches what is left; closing never raises.
             log.warning("could not remove container %s: %s", self.name, short(e))
+        finally:
+            if self.companions is not None:
+                await self.companions.down()

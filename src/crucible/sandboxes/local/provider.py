@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from crucible.errors import ProviderUnavailable, ResourcesUnavailable, SandboxFailed
-from crucible.sandboxes.base import Provider, ProviderCapabilities, Sandbox, SandboxSpec
+from crucible.sandboxes.base import (
+    Provider,
+    ProviderCapabilities,
+    Sandbox,
+    SandboxSpec,
+    refuse_compose,
+)
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.bwrap import bwrap_version, etc_snapshot, find_bwrap
 from crucible.sandboxes.local.cgroups import CgroupSupport, detect
@@ -187,6 +193,7 @@ class LocalProvider(Provider):
     # ---- sandboxes -----------------------------------------------------------
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
+        refuse_compose(spec, self.name)
         if spec.gpus > 0 and self.capabilities().gpus < spec.gpus:
             raise ResourcesUnavailable(
                 f"the task asks for {spec.gpus} GPU(s); this machine has {gpu_count()}",

@@ -27,6 +27,7 @@ from crucible.sandboxes.base import (
     ProviderCapabilities,
     Sandbox,
     SandboxSpec,
+    refuse_compose,
 )
 from crucible.sandboxes.modal.auth import ModalCredentials, resolve_credentials
 from crucible.sandboxes.modal.client import SandboxClient
@@ -236,6 +237,7 @@ class ModalProvider(Provider):
         )
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
+        refuse_compose(spec, self.name)
         sdk = self._sdk_checked()
         app = await self._ensure_app()
         image = await self._image_for(spec)
