@@ -1,0 +1,197 @@
+"""The io stage on real programs: the reference as plain python, the submission through
+the offline Modal runtime, as an unprivileged host uid. Tolerances, blame (the reference
+crashing is the task's, the submission crashing or hanging is the attempt's), and the
+attack: a hostile submission neither runs as root, nor sees crucible's environment,
+nor writes outside its folder, nor outlives its run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from tests.verifiers.test_stages import make_task, submitted
+
+from crucible.errors import TaskInvalid
+from crucible.tasks.models import Task
+from crucible.verifiers.pipeline import declared
+from crucible.verifiers.stages.base import StageContext
+from crucible.verifiers.stages.io import IoStage
+from crucible.verifiers.stages.iocompare import mismatch, parse_output
+
+REFERENCE = """import json, sys
+xs = [float(x) for x in sys.argv[2].split(",")]  # --xs 1,2.5
+print(json.dumps({"sum": sum(xs), "n": len(xs)}))
+"""
+GOOD = """import json
+import modal
+
+app = modal.App("adder")
+
+
+@app.function(gpu="T4")
+def add(xs: list) -> float:
+    return sum(xs)
+
+
+@app.local_entrypoint()
+def main(xs: str) -> None:
+    xs = [float(a) for a in xs.split(",")]
+    print("logging before the result")
+    print(json.dumps({"sum": add.remote(xs) + 1e-12, "n": len(xs)}))
+"""
+
+
+def io_task(root: Path, reference: str = REFERENCE, extra: str = "", timeout: float = 60) -> Task:
+    stage = ('[[metadata.crucible.stages]]\nkind = "io"\nreference = "tests/reference.py"\n'
+             'cases = [{args = ["--xs", "1,2.5"]}, {args = ["--xs", "4"]}]\nrel_tol = 1e-9\nabs_tol = 1e-9\n'
+             f'require_evidence = ["gpu"]\ntimeout_sec = {timeout}\nrun_on_host = true\n{extra}')  # fmt: skip
+    task = make_task(root, stage)
+    (root / "tests" / "reference.py").write_text(reference)
+    return task
+
+
+async def run_io(task: Task, tmp: Path, program: str) -> dict:
+    (stage,) = declared(task)[1]
+    assert isinstance(stage, IoStage)
+    res = await stage.run(StageContext(task, submitted(tmp, program), {"reward": 1.0}))
+    return res.model_dump(mode="json")
+
+
+# -- comparing --------------------------------------------------------------------------
+
+
+def test_compare_tolerances_and_structure() -> None:
+    assert mismatch({"a": [1.0, 2.0]}, {"a": [1.0 + 1e-10, 2]}, 1e-9, 0) is None
+    assert "$.a[1]" in (mismatch({"a": [1.0, 2.0]}, {"a": [1.0, 2.1]}, 1e-9, 1e-6) or "")
+    assert mismatch([1000.0], [1000.5], 0, 1e-3) is None  # relative
+    assert mismatch([float("nan")], [float("nan")], 0, 0) is None
+    assert mismatch([True], [1], 1, 1) is not None  # a bool is not a number
+    assert "3 items" in (mismatch([1, 2, 3], [1, 2], 0, 0) or "")
+    assert "keys differ" in (mismatch({"a": 1}, {"b": 1}, 0, 0) or "")
+    assert mismatch([[1, [2, {"x": "s"}]]], [[1, [2, {"x": "t"}]]], 0, 0) is not None
+    assert parse_output("log\n[1, 2]\n", "json") == [1, 2]
+    assert math.isnan(parse_output("NaN", "json"))
+    with pytest.raises(ValueError):
+        parse_output("no json here\n", "json")
+
+
+# -- declaring --------------------------------------------------------------------------
+
+
+def test_io_stage_refuses_to_run_unless_the_task_opts_in(tmp_path: Path) -> None:
+    stage = '[[metadata.crucible.stages]]\nkind = "io"\nreference = "tests/reference.py"\n'
+    with pytest.raises(TaskInvalid, match="run_on_host"):
+        declared(make_task(tmp_path / "t", stage))
+
+
+async def test_reference_must_be_inside_the_task(tmp_path: Path) -> None:
+    task = io_task(tmp_path / "t")
+    toml = (tmp_path / "t" / "task.toml").read_text().replace("tests/reference.py", "../x.py")
+    (tmp_path / "x.py").write_text(REFERENCE)
+    (tmp_path / "t" / "task.toml").write_text(toml)
+    from crucible.tasks.loader import load_task
+
+    task = load_task(tmp_path / "t")
+    with pytest.raises(TaskInvalid, match="inside the task folder"):
+        await run_io(task, tmp_path, GOOD)
+
+
+# -- grading and blame ------------------------------------------------------------------
+
+
+async def test_matching_submission_passes_with_trace_evidence(tmp_path: Path) -> None:
+    res = await run_io(io_task(tmp_path / "t"), tmp_path, GOOD)
+    assert res["status"] == "passed", res
+    assert res["components"] == {"pass_rate": 1.0, "all_pass": 1.0}, res["reason"]
+    case = res["details"]["cases"][0]
+    assert case["evidence"]["gpu"] and case["remote_inputs"] == {"add": 1}
+    assert case["gpu_backing"] == {"add": "cpu"}  # the GPU request ran on this CPU, and says so
+
+
+async def test_local_call_is_caught_by_the_trace(tmp_path: Path) -> None:
+    res = await run_io(io_task(tmp_path / "t"), tmp_path, GOOD.replace("add.remote", "add.local"))
+    assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
+    assert "did not exercise gpu" in res["reason"]
+
+
+async def test_wrong_output_one_case_of_two(tmp_path: Path) -> None:
+    wrong = GOOD.replace('"n": len(xs)', '"n": len(xs) if len(xs) > 1 else 7')
+    res = await run_io(io_task(tmp_path / "t", extra='role = "gate"\n'), tmp_path, wrong)
+    assert res["status"] == "failed" and res["components"]["pass_rate"] == 0.5
+    assert "case 1: $.n: expected 1, got 7" in res["reason"]
+
+
+async def test_submission_crash_and_hang_are_failed_cases(tmp_path: Path) -> None:
+    crash = GOOD.replace('xs = [float(a) for a in xs.split(",")]', "raise RuntimeError('boom')")
+    res = await run_io(io_task(tmp_path / "t"), tmp_path, crash)
+    assert res["components"]["all_pass"] == 0.0 and "boom" in res["reason"]
+    hang = GOOD.replace('xs = [float(a) for a in xs.split(",")]', "while True: pass")
+    res = await run_io(io_task(tmp_path / "h", timeout=3), tmp_path, hang)
+    assert res["components"]["all_pass"] == 0.0
+
+
+async def test_reference_crash_is_task_invalid(tmp_path: Path) -> None:
+    task = io_task(tmp_path / "t", reference="raise SystemExit(3)\n")
+    with pytest.raises(TaskInvalid, match="reference program, case 0: exited 3"):
+        await run_io(task, tmp_path, GOOD)
+
+
+# -- the attack ---------------------------------------------------------------------------
+
+ATTACK = """import json, os, subprocess, sys
+import modal
+
+app = modal.App("attack")
+
+
+@app.function()
+def noop() -> int:
+    return 0
+
+
+@app.local_entrypoint()
+def main(xs: str) -> None:
+    report = {"uid": os.geteuid(), "secret": os.environ.get("CRUCIBLE_IO_TEST_SECRET"),
+              "env": sorted(os.environ)}
+    try:
+        open(os.path.join(REPORT_DIR, "..", "pwned"), "w").write("x")
+        report["wrote"] = True
+    except OSError:
+        report["wrote"] = False
+    orphan = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    report["orphan"] = orphan.pid
+    open(os.path.join(REPORT_DIR, "report.json"), "w").write(json.dumps(report))
+    print(json.dumps({"sum": 0, "n": 0}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid switch is for crucible run as root")
+def test_hostile_submission_runs_unprivileged_without_secrets_and_is_reaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    monkeypatch.setenv("CRUCIBLE_IO_TEST_SECRET", "host-secret")
+    # root's, 0755, where the run's uid can reach it (pytest's tmp_path is closed): not
+    # the run's to write, but with a world-writable drop box for its report
+    closed = Path(tempfile.mkdtemp(prefix="io-attack-"))
+    request.addfinalizer(lambda: shutil.rmtree(closed, ignore_errors=True))
+    drop = closed / "drop"
+    drop.mkdir()
+    closed.chmod(0o755)
+    drop.chmod(0o1777)
+    program = ATTACK.replace("REPORT_DIR", repr(str(drop)))
+    task = io_task(tmp_path / "t", extra="")
+    res = asyncio.run(run_io(task, tmp_path, program))
+    report = json.loads((drop / "report.json").read_text())
+    assert report["uid"] != 0 and report["secret"] is None
+    assert not any(k.startswith(("CRUCIBLE_IO", "OPENAI", "AWS")) for k in report["env"])
+    assert report["wrote"] is False and not (closed / "pwned").exists()
+    # the orphan left the session; it is gone (or a zombie) once the stage returned
+    status = Path(f"/proc/{report['orphan']}/status")
+    assert not status.exists() or "State:\tZ" in status.read_text()
+    assert res["components"]["all_pass"] == 0.0  # and it did not match the reference
