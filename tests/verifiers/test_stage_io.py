@@ -6,12 +6,7 @@ nor writes outside its folder, nor outlives its run."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import math
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -50,7 +45,7 @@ def main(xs: str) -> None:
 def io_task(root: Path, reference: str = REFERENCE, extra: str = "", timeout: float = 60) -> Task:
     stage = ('[[metadata.crucible.stages]]\nkind = "io"\nreference = "tests/reference.py"\n'
              'cases = [{args = ["--xs", "1,2.5"]}, {args = ["--xs", "4"]}]\nrel_tol = 1e-9\nabs_tol = 1e-9\n'
-             f'require_evidence = ["gpu"]\ntimeout_sec = {timeout}\nrun_on_host = true\n{extra}')  # fmt: skip
+             f'require_evidence = ["gpu"]\ntimeout_sec = {timeout}\n{extra}')  # fmt: skip
     task = make_task(root, stage)
     (root / "tests" / "reference.py").write_text(reference)
     return task
@@ -82,12 +77,6 @@ def test_compare_tolerances_and_structure() -> None:
 
 
 # -- declaring --------------------------------------------------------------------------
-
-
-def test_io_stage_refuses_to_run_unless_the_task_opts_in(tmp_path: Path) -> None:
-    stage = '[[metadata.crucible.stages]]\nkind = "io"\nreference = "tests/reference.py"\n'
-    with pytest.raises(TaskInvalid, match="run_on_host"):
-        declared(make_task(tmp_path / "t", stage))
 
 
 async def test_reference_must_be_inside_the_task(tmp_path: Path) -> None:
@@ -140,58 +129,3 @@ async def test_reference_crash_is_task_invalid(tmp_path: Path) -> None:
     task = io_task(tmp_path / "t", reference="raise SystemExit(3)\n")
     with pytest.raises(TaskInvalid, match="reference program, case 0: exited 3"):
         await run_io(task, tmp_path, GOOD)
-
-
-# -- the attack ---------------------------------------------------------------------------
-
-ATTACK = """import json, os, subprocess, sys
-import modal
-
-app = modal.App("attack")
-
-
-@app.function()
-def noop() -> int:
-    return 0
-
-
-@app.local_entrypoint()
-def main(xs: str) -> None:
-    report = {"uid": os.geteuid(), "secret": os.environ.get("CRUCIBLE_IO_TEST_SECRET"),
-              "env": sorted(os.environ)}
-    try:
-        open(os.path.join(REPORT_DIR, "..", "pwned"), "w").write("x")
-        report["wrote"] = True
-    except OSError:
-        report["wrote"] = False
-    orphan = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    report["orphan"] = orphan.pid
-    open(os.path.join(REPORT_DIR, "report.json"), "w").write(json.dumps(report))
-    print(json.dumps({"sum": 0, "n": 0}))
-"""
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="the uid switch is for crucible run as root")
-def test_hostile_submission_runs_unprivileged_without_secrets_and_is_reaped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
-) -> None:
-    monkeypatch.setenv("CRUCIBLE_IO_TEST_SECRET", "host-secret")
-    # root's, 0755, where the run's uid can reach it (pytest's tmp_path is closed): not
-    # the run's to write, but with a world-writable drop box for its report
-    closed = Path(tempfile.mkdtemp(prefix="io-attack-"))
-    request.addfinalizer(lambda: shutil.rmtree(closed, ignore_errors=True))
-    drop = closed / "drop"
-    drop.mkdir()
-    closed.chmod(0o755)
-    drop.chmod(0o1777)
-    program = ATTACK.replace("REPORT_DIR", repr(str(drop)))
-    task = io_task(tmp_path / "t", extra="")
-    res = asyncio.run(run_io(task, tmp_path, program))
-    report = json.loads((drop / "report.json").read_text())
-    assert report["uid"] != 0 and report["secret"] is None
-    assert not any(k.startswith(("CRUCIBLE_IO", "OPENAI", "AWS")) for k in report["env"])
-    assert report["wrote"] is False and not (closed / "pwned").exists()
-    # the orphan left the session; it is gone (or a zombie) once the stage returned
-    status = Path(f"/proc/{report['orphan']}/status")
-    assert not status.exists() or "State:\tZ" in status.read_text()
-    assert res["components"]["all_pass"] == 0.0  # and it did not match the reference

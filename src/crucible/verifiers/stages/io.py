@@ -1,67 +1,69 @@
 """The io stage: the task's original Python program and the submitted Modal program run
-on the task's inputs, and their outputs must match within the declared tolerances.
+on the task's inputs, each in a sandbox of its own (iorun.py), and their outputs must
+match within the declared tolerances.
 
     [[metadata.crucible.stages]]
     kind = "io"                      # role "score" by default; "gate" allowed
+    mode = "cli"                     # or "web" (FastAPI-style endpoints)
     reference = "tests/reference.py" # in the task folder, never from the sandbox
+    reference_app = "app"            # web: the reference's ASGI app attribute
     program = "/app/main.py"         # the submitted file to run (default: the first .py)
-    entrypoint = "main"              # its local entrypoint (default: the only one)
-    cases_file = "tests/cases.json"  # or cases = [{args = [...], stdin = "..."}]
+    entrypoint = "main"              # cli: its local entrypoint (default: the only one)
+    cases_file = "tests/cases.json"  # or cases = [...] (iocases.py)
     abs_tol = 1e-6
     rel_tol = 1e-6
     require_evidence = ["gpu", "fan_out"]   # ids the runtime's trace must show, each case
-    run_on_host = true               # required: see iorun.py
+    memory_mb = 2048                 # limits of each run (pids_limit, cpus, timeout_sec,
+    output_limit_kb = 4096           #   storage_mb likewise)
 
-A case is `{"args": [...], "stdin": "...", "inputs": {"fn": N}}`; `inputs` asks that
-function `fn` received at least N inputs in a container (the fan-out got every input).
-The reference runs as plain python; the submission through the offline Modal runtime
-(crucible.modalrt), which records what ran remotely. Both get PYTHONHASHSEED and
-CRUCIBLE_SEED = `seed`. Components: `pass_rate` (the share of cases that pass) and
-`all_pass` (1 or 0).
+cli: the reference runs as plain python with the case's args and stdin; the submission
+through the offline Modal runtime (its local entrypoint). web: the reference's ASGI app
+and the submission's endpoint (served by the runtime inside its sandbox) get the case's
+requests; the output is the list of {"status", "json"}. Both get PYTHONHASHSEED and
+CRUCIBLE_SEED = `seed`. Components: `pass_rate` and `all_pass` (1 or 0). Each case's
+details keep its evidence (what the trace shows ran remotely, inputs per function,
+where a GPU request ran); the cases' trace summaries become ctx.trace for the judge
+when no stage set one (iotrace.py says what a submission can forge there).
 
-Blame (DESIGN "Errors are data"): the submission crashing, timing out, printing no
-output or lacking the entrypoint fails that case (the attempt's). The reference
-crashing is task_invalid. A case that needs a GPU this machine lacks is
-resources_unavailable (never a wrong output). Failing to start the runtime at all (no
-interpreter, setpriv missing) is sandbox_failed: infrastructure, retried and left out
-of the mean. Once the runtime's process has started, whatever breaks it is the
-attempt's: the submission may have caused it (shadowed a module, filled the folder).
+Blame (DESIGN "Errors are data"): the submission crashing, timing out, printing no or
+too much output, running out of memory or lacking the entrypoint fails that case (the
+attempt's). The reference failing in any way is task_invalid. A case that needs a GPU
+this machine lacks is resources_unavailable (never a wrong output). The sandbox not
+starting is sandbox_failed: infrastructure, retried and left out of the mean.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
+import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
 from crucible.errors import ResourcesUnavailable, TaskInvalid
-from crucible.modalrt.api import prepare
-from crucible.modalrt.context import ENV_VAR, read_events
-from crucible.modalrt.trace import TIMEOUT_EXIT, Trace, build_trace
+from crucible.modalrt.trace import TIMEOUT_EXIT, Trace
 from crucible.records.verifier import StageResult, StageRole
+from crucible.sandboxes.local.oneshot import OneShotResult
+from crucible.verifiers.stages import iorun
 from crucible.verifiers.stages.base import Stage, StageContext, StageSpec
+from crucible.verifiers.stages.iocases import (
+    MAX_CASES,
+    REFERENCE_OUTPUTS,
+    Case,
+    load_cases,
+    task_file,
+)
 from crucible.verifiers.stages.iocompare import CompareMode, mismatch, parse_output
-from crucible.verifiers.stages.iorun import RunDir, interpreter
-
-MAX_CASES = 200
-
-
-class Case(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    args: list[str] = Field(default_factory=list)
-    stdin: str = ""
-    inputs: dict[str, int] = Field(default_factory=dict)  # function -> least remote inputs
+from crucible.verifiers.stages.iotrace import host_trace, judge_text, summary
 
 
 class IoSpec(StageSpec):
     kind: str = "io"
     role: StageRole = "score"
+    mode: Literal["cli", "web"] = "cli"
     reference: str
+    reference_app: str = "app"
     program: str | None = None
     entrypoint: str | None = None
     cases: list[Case] = Field(default_factory=list)
@@ -70,27 +72,27 @@ class IoSpec(StageSpec):
     abs_tol: float = 1e-9
     rel_tol: float = 1e-9
     seed: int = 0
-    timeout_sec: float = 60.0
+    timeout_sec: float = Field(default=60.0, gt=0, le=3600)
+    memory_mb: int = Field(default=2048, ge=64)
+    pids_limit: int = Field(default=256, ge=16)
+    cpus: float = Field(default=2.0, gt=0)
+    storage_mb: int = Field(default=256, ge=16)
+    output_limit_kb: int = Field(default=4096, ge=1, le=1 << 20)
     require_evidence: list[str] = Field(default_factory=list)
-    run_on_host: bool = False
 
-    @model_validator(mode="after")
-    def _opted_in(self) -> IoSpec:
-        if not self.run_on_host:
-            raise ValueError(
-                "the io stage runs the submission on the host, as an unprivileged uid but "
-                "outside any sandbox; set run_on_host = true to accept that"
-            )
-        return self
+    def limits(self) -> iorun.Limits:
+        return iorun.Limits(
+            timeout=self.timeout_sec,
+            memory_mb=self.memory_mb,
+            pids=self.pids_limit,
+            cpus=self.cpus,
+            storage_mb=self.storage_mb,
+            output_cap=self.output_limit_kb * 1024,
+        )
 
 
-def task_file(task_dir: Path, rel: str, what: str) -> Path:
-    """`rel` inside the task folder (no escaping it, no link), or TaskInvalid."""
-    root = task_dir.resolve()
-    path = (root / rel).resolve()
-    if root not in path.parents or not path.is_file():
-        raise TaskInvalid(f"io stage: {what} {rel!r} is not a file inside the task folder")
-    return path
+def _tail(data: bytes, lines: int = 3) -> str:
+    return " | ".join(data.decode(errors="replace").strip().splitlines()[-lines:])[-500:]
 
 
 class IoStage(Stage):
@@ -99,110 +101,121 @@ class IoStage(Stage):
     roles: ClassVar[tuple[StageRole, ...]] = ("score", "gate")
     spec: IoSpec
 
-    def load_cases(self, task_dir: Path) -> list[Case]:
-        cases = list(self.spec.cases)
-        if self.spec.cases_file:
-            path = task_file(task_dir, self.spec.cases_file, "cases_file")
-            try:
-                raw = json.loads(path.read_text())
-                cases += [Case.model_validate(c) for c in raw]
-            except (ValueError, TypeError) as exc:
-                raise TaskInvalid(f"io stage: {self.spec.cases_file}: {exc}"[:500]) from exc
-        if not cases or len(cases) > MAX_CASES:
-            raise TaskInvalid(f"io stage: 1 to {MAX_CASES} cases are needed, got {len(cases)}")
-        return cases
+    @property
+    def web(self) -> bool:
+        return self.spec.mode == "web"
 
     async def run(self, ctx: StageContext) -> StageResult:
         reference = task_file(ctx.task.path, self.spec.reference, "reference")
-        cases = self.load_cases(ctx.task.path)
+        cases = load_cases(ctx.task.path, self.spec.cases, self.spec.cases_file, self.web)
         files = ctx.submission.python_files()
         program = self.spec.program or next(iter(sorted(files)), None)
         if program is None or program not in files:
             return self._verdict([], f"the program {program or '(any .py)'} was not submitted")
-        results = []
+        results: list[dict[str, Any]] = []
+        traces: list[str] = []
         for i, case in enumerate(cases):
-            results.append(await asyncio.to_thread(self._case, i, case, reference, ctx, program))
+            results.append(await self._case(i, case, reference, ctx, program, traces))
+        if ctx.trace is None and traces:
+            ctx.trace = judge_text(traces)  # the judge's dynamic evidence
         return self._verdict(results, "")
 
-    def _case(
-        self, i: int, case: Case, reference: Path, ctx: StageContext, program: str
-    ) -> dict[str, Any]:
-        seed_env = {"PYTHONHASHSEED": str(self.spec.seed), "CRUCIBLE_SEED": str(self.spec.seed)}
-        python = interpreter()
-        ref_dir = RunDir()
+    def _env(self) -> dict[str, str]:
+        return {"PYTHONHASHSEED": str(self.spec.seed), "CRUCIBLE_SEED": str(self.spec.seed)}
+
+    async def _expected(
+        self, i: int, case: Case, reference: Path, ctx: StageContext
+    ) -> tuple[Any, bool]:
+        """The reference's parsed output for a case, and whether it came from the cache."""
+        key = (ctx.task.digest, str(reference), case.key(), self.spec.mode,
+               self.spec.reference_app, str(self.spec.seed))  # fmt: skip
+        stdout = REFERENCE_OUTPUTS.get(key)
+        cached = stdout is not None
+        if stdout is None:
+            if self.web:
+                reqs = [r.wire() for r in case.requests]
+                ran = await iorun.run_reference_app(
+                    reference, self.spec.reference_app, reqs, self._env(), self.spec.limits()
+                )
+            else:
+                ran = await iorun.run_reference(
+                    reference, case.args, case.stdin, self._env(), self.spec.limits()
+                )
+            why = self._failure(ran)
+            if why:
+                raise TaskInvalid(f"io stage: the reference program, case {i}: {why}")
+            stdout = ran.stdout.decode(errors="replace")
         try:
-            shutil.copy2(reference, ref_dir.path / reference.name)
-            ref_dir.give()
-            ran = ref_dir.run(
-                [python, reference.name, *case.args],
-                ref_dir.env(seed_env),
-                case.stdin,
-                ref_dir.path,
-                self.spec.timeout_sec,
-            )
-        finally:
-            ref_dir.close()
-        if ran.code != 0 or ran.timed_out:
-            why = "timed out" if ran.timed_out else f"exited {ran.code}: {ran.stderr[-500:]}"
-            raise TaskInvalid(f"io stage: the reference program, case {i}: {why}")
-        try:
-            expected = parse_output(ran.stdout, self.spec.compare)
+            expected = parse_output(stdout, self.spec.compare)
         except ValueError as exc:
             raise TaskInvalid(f"io stage: the reference program, case {i}: {exc}") from exc
-        got_out, trace, failure = self._submission(case, ctx, program, seed_env)
+        REFERENCE_OUTPUTS.put(key, stdout)
+        return expected, cached
+
+    def _failure(self, ran: OneShotResult) -> str | None:
+        """Why a run did not end well (None: exit 0 within every limit)."""
+        if ran.overflow:
+            return f"output too large (over {self.spec.output_limit_kb} KiB on {ran.overflow})"
+        if ran.timed_out:
+            return f"timed out after {self.spec.timeout_sec}s"
+        if ran.code != 0 and ran.oom_kills:
+            return f"ran out of memory ({self.spec.memory_mb} MB); exited {ran.code}"
+        if ran.code != 0:
+            return f"exited {ran.code}: {_tail(ran.stderr)}"
+        return None
+
+    async def _case(
+        self,
+        i: int,
+        case: Case,
+        reference: Path,
+        ctx: StageContext,
+        program: str,
+        traces: list[str],
+    ) -> dict[str, Any]:
+        t0 = time.monotonic()
+        expected, cached = await self._expected(i, case, reference, ctx)
+        t_ref = time.monotonic() - t0
+        job: dict[str, Any] = {"mode": "serve" if self.web else "program", "program": program}
+        if self.web:
+            job |= {"endpoint": case.endpoint, "requests": [r.wire() for r in case.requests]}
+        else:
+            job |= {"entrypoint": self.spec.entrypoint, "args": case.args}
+        ran = await iorun.run_submission(
+            ctx.submission.files, job, case.stdin, self._env(), self.spec.limits()
+        )
+        code = TIMEOUT_EXIT if ran.timed_out else ran.code
+        trace = await asyncio.to_thread(host_trace, ran.side, program, self.spec.entrypoint, code)
+        if trace.status == "needs_gpu":
+            raise ResourcesUnavailable(f"io stage: {program} needs a GPU this machine lacks")
+        traces.append(summary(i, trace))
         out: dict[str, Any] = {"case": i, "args": case.args[:20]}
-        if trace is not None:
-            out["evidence"] = {k: v for k, v in trace.evidence.items() if v}
-            out["remote_inputs"] = {f.name: f.remote_inputs for f in trace.functions}
-            out["gpu_backing"] = {f.name: f.gpu_backing for f in trace.functions if f.gpu_backing}
-        if failure is None:
+        if self.web:
+            out["endpoint"] = case.endpoint
+        out |= {
+            "evidence": {k: v for k, v in trace.evidence.items() if v},
+            "remote_inputs": {f.name: f.remote_inputs for f in trace.functions},
+            "gpu_backing": {f.name: f.gpu_backing for f in trace.functions if f.gpu_backing},
+            "reference_cached": cached,
+            "reference_sec": round(t_ref, 3),
+            "submission_sec": round(time.monotonic() - t0 - t_ref, 3),
+            "host_uid": ran.host_uid,
+        }
+        failure = self._failure(ran)
+        if failure is not None:
+            failure = f"the submission {failure}"
+        else:
             try:
-                got = parse_output(got_out, self.spec.compare)
+                got = parse_output(ran.stdout.decode(errors="replace"), self.spec.compare)
                 failure = mismatch(expected, got, self.spec.abs_tol, self.spec.rel_tol)
             except ValueError as exc:
                 failure = f"the submission's output: {exc}"
-        if failure is None and trace is not None:
+        if failure is None:
             failure = self._evidence_gap(case, trace)
         out["passed"] = failure is None
         if failure:
             out["reason"] = failure[:1000]
         return out
-
-    def _submission(
-        self, case: Case, ctx: StageContext, program: str, seed_env: dict[str, str]
-    ) -> tuple[str, Trace | None, str | None]:
-        run_dir = RunDir()
-        try:
-            tree = run_dir.path / "src"
-            for name, host in ctx.submission.files.items():
-                dst = tree / name.lstrip("/")
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(host, dst)
-            main = tree / program.lstrip("/")
-            state = run_dir.path / "state"
-            _, events_dir, env = prepare(main, state, None, 4, None)
-            run_dir.give()
-            argv = [interpreter(), "-m", "crucible.modalrt.runner"]
-            if self.spec.entrypoint:
-                argv += ["--entry", self.spec.entrypoint]
-            argv += ["--", *case.args]
-            extra = {ENV_VAR: env[ENV_VAR], **seed_env}
-            ran = run_dir.run(
-                argv, run_dir.env(extra), case.stdin, main.parent, self.spec.timeout_sec
-            )
-            code = TIMEOUT_EXIT if ran.timed_out else ran.code
-            trace = build_trace(read_events(events_dir), program, self.spec.entrypoint, code)
-        finally:
-            run_dir.close()
-        trace.program = program  # not the host folder, which is gone
-        if trace.status == "needs_gpu":
-            raise ResourcesUnavailable(f"io stage: {program} needs a GPU this machine lacks")
-        if ran.timed_out:
-            return ran.stdout, trace, f"the submission timed out after {self.spec.timeout_sec}s"
-        if code != 0:
-            tail = ran.stderr.strip().splitlines()[-3:]
-            return ran.stdout, trace, f"the submission exited {code}: {' | '.join(tail)}"
-        return ran.stdout, trace, None
 
     def _evidence_gap(self, case: Case, trace: Trace) -> str | None:
         missing = [c for c in self.spec.require_evidence if not trace.evidence.get(c)]
