@@ -1,23 +1,36 @@
-"""The io stage on real programs: the reference as plain python, the submission through
-the offline Modal runtime, as an unprivileged host uid. Tolerances, blame (the reference
-crashing is the task's, the submission crashing or hanging is the attempt's), and the
-attack: a hostile submission neither runs as root, nor sees crucible's environment,
-nor writes outside its folder, nor outlives its run."""
+"""The io stage on real programs, each run in a real io sandbox: the reference as plain
+python, the submission through the offline Modal runtime. Tolerances, blame (the
+reference crashing is the task's, the submission crashing or hanging is the attempt's,
+needing a GPU is resources_unavailable, a sandbox that cannot start is sandbox_failed),
+the reference cache, and the trace read as hostile input. The attacks are in
+test_stage_io_attacks.py."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
 from tests.verifiers.test_stages import make_task, submitted
 
-from crucible.errors import TaskInvalid
+from crucible.errors import ResourcesUnavailable, SandboxFailed, TaskInvalid
+from crucible.sandboxes.local.oneshot import OneShotSpec, run_oneshot
 from crucible.tasks.models import Task
 from crucible.verifiers.pipeline import declared
 from crucible.verifiers.stages.base import StageContext
 from crucible.verifiers.stages.io import IoStage
+from crucible.verifiers.stages.iocases import REFERENCE_OUTPUTS
 from crucible.verifiers.stages.iocompare import mismatch, parse_output
+from crucible.verifiers.stages.iotrace import (
+    MAX_EVENTS,
+    MAX_TEXT,
+    SUMMARY_CHARS,
+    host_trace,
+    judge_text,
+    parse_events,
+    summary,
+)
 
 REFERENCE = """import json, sys
 xs = [float(x) for x in sys.argv[2].split(",")]  # --xs 1,2.5
@@ -129,3 +142,53 @@ async def test_reference_crash_is_task_invalid(tmp_path: Path) -> None:
     task = io_task(tmp_path / "t", reference="raise SystemExit(3)\n")
     with pytest.raises(TaskInvalid, match="reference program, case 0: exited 3"):
         await run_io(task, tmp_path, GOOD)
+
+
+async def test_needing_a_gpu_is_resources_unavailable(tmp_path: Path) -> None:
+    cuda = GOOD.replace("return sum(xs)", 'raise RuntimeError("CUDA driver not found")')
+    with pytest.raises(ResourcesUnavailable, match="needs a GPU"):
+        await run_io(io_task(tmp_path / "t"), tmp_path, cuda)
+
+
+async def test_reference_outputs_are_cached_per_task_and_case(tmp_path: Path) -> None:
+    REFERENCE_OUTPUTS.clear()
+    first = await run_io(io_task(tmp_path / "a"), tmp_path, GOOD)
+    again = await run_io(io_task(tmp_path / "a-copy"), tmp_path, GOOD)  # same digest
+    assert [c["reference_cached"] for c in first["details"]["cases"]] == [False, False]
+    assert [c["reference_cached"] for c in again["details"]["cases"]] == [True, True]
+    other = await run_io(io_task(tmp_path / "b", reference=REFERENCE + "# v2\n"), tmp_path, GOOD)
+    assert [c["reference_cached"] for c in other["details"]["cases"]] == [False, False]
+
+
+async def test_a_sandbox_that_cannot_start_is_sandbox_failed(tmp_path: Path) -> None:
+    spec = OneShotSpec(command=["/bin/true"], env={}, ro_binds={"/opt/x": str(tmp_path / "none")})
+    with pytest.raises(SandboxFailed, match="io sandbox"):
+        await run_oneshot(spec)
+
+
+# -- the trace, as hostile input --------------------------------------------------------
+
+
+def test_hostile_trace_lines_are_dropped_and_bounded() -> None:
+    good = {"kind": "input", "function": "add", "via": "map", "ok": True, "gpu": "T4"}
+    lines = [
+        json.dumps({"kind": "function", "name": "add", "resources": {"gpu": "T4"}}),
+        json.dumps(good),
+        "not json",
+        json.dumps({"kind": "input", "via": "map"}),  # no function
+        json.dumps({"kind": "input", "function": ["x"], "via": "map"}),  # wrong type
+        json.dumps({"kind": "nonsense"}),
+        json.dumps({**good, "error": "e" * 100_000}),  # past the line cap
+        "[" * 100_000,  # deep nesting
+        json.dumps({**good, "function": "f" * 5000}),  # cut, kept
+    ]
+    events, dropped = parse_events("\n".join(lines).encode())
+    assert dropped == 6 and [e["kind"] for e in events] == ["function", "input", "input"]
+    assert len(events[2]["function"]) == MAX_TEXT
+    trace = host_trace("\n".join(lines).encode(), "/app/main.py", "main", 0)
+    assert trace.function("add") is not None and trace.function("add").remote_inputs == 1  # type: ignore[union-attr]
+    flood = (json.dumps(good) + "\n").encode() * (MAX_EVENTS + 10)
+    assert len(parse_events(flood)[0]) == MAX_EVENTS
+    assert host_trace(b"\xff\xfe garbage", "p", None, 1).status == "failed"
+    text = judge_text([summary(i, trace) for i in range(100)])
+    assert len(text) <= SUMMARY_CHARS and "could forge" in text

@@ -318,6 +318,7 @@ async def _supervise(
 
     loop.add_reader(pidfd, on_exit)
     timed_out = False
+    init_fd = -1
     try:
         await asyncio.wait({info.eof, exited}, timeout=START_TIMEOUT, return_when="FIRST_COMPLETED")
         try:
@@ -332,6 +333,9 @@ async def _supervise(
                 hint="user namespaces may be disabled; run `crucible doctor`",
             ) from None
         try:
+            # the sandbox's pid 1: its exit means every process inside is gone
+            init_fd = os.pidfd_open(child)
+            opened.append(init_fd)
             if cg is not None:
                 cg.add(child)  # bwrap forks the command only after the byte below
             os.write(block_w, b"1")
@@ -357,6 +361,9 @@ async def _supervise(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_readable(loop, pidfd), 10)
         reaped, status = os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (it has exited)
+        if init_fd >= 0:  # bwrap may exit before its pid 1 is quite gone: wait for that
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_readable(loop, init_fd), 10)
     code = os.waitstatus_to_exitcode(status) if reaped else -signal.SIGKILL
     out, err, side = (r.buf.getvalue() for r in readers)
     return OneShotResult(

@@ -35,6 +35,7 @@ starting is sandbox_failed: infrastructure, retried and left out of the mean.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -124,10 +125,10 @@ class IoStage(Stage):
         return {"PYTHONHASHSEED": str(self.spec.seed), "CRUCIBLE_SEED": str(self.spec.seed)}
 
     async def _expected(
-        self, i: int, case: Case, reference: Path, ctx: StageContext
+        self, i: int, case: Case, reference: Path, ref_digest: str, ctx: StageContext
     ) -> tuple[Any, bool]:
         """The reference's parsed output for a case, and whether it came from the cache."""
-        key = (ctx.task.digest, str(reference), case.key(), self.spec.mode,
+        key = (ctx.task.digest, self.spec.reference, ref_digest, case.key(), self.spec.mode,
                self.spec.reference_app, str(self.spec.seed))  # fmt: skip
         stdout = REFERENCE_OUTPUTS.get(key)
         cached = stdout is not None
@@ -174,7 +175,9 @@ class IoStage(Stage):
         traces: list[str],
     ) -> dict[str, Any]:
         t0 = time.monotonic()
-        expected, cached = await self._expected(i, case, reference, ctx)
+        # the reference's own bytes in the cache key too: the digest is the task's as loaded
+        ref_digest = hashlib.sha256(await asyncio.to_thread(reference.read_bytes)).hexdigest()
+        expected, cached = await self._expected(i, case, reference, ref_digest, ctx)
         t_ref = time.monotonic() - t0
         job: dict[str, Any] = {"mode": "serve" if self.web else "program", "program": program}
         if self.web:
