@@ -21,6 +21,7 @@ it could then signal), cgroups.py's memory/pids/CPU limits. What is new here:
   and spawns bwrap from there. The binds exist only in that private namespace (and
   bwrap's copy of it); the host's mount table never changes. (bwrap's own
   --ro-bind-fd resolves the fd back to its path, which that uid cannot walk.)
+Beside it: oneshotns.py (that thread and its mounts), oneshotio.py (pipes and fds).
 """
 
 from __future__ import annotations
@@ -38,16 +39,15 @@ from crucible.errors import SandboxFailed
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.bwrap import BwrapLayout, build_argv, etc_snapshot, find_bwrap
 from crucible.sandboxes.local.cgroups import SandboxCgroup, detect, remove_paths
+from crucible.sandboxes.local.oneshotio import Reader, drain, feed, high_fd, readable, source_fd
 from crucible.sandboxes.local.oneshotns import Spawner
 from crucible.sandboxes.local.sandbox import gpu_devices
-from crucible.sandboxes.proc import CappedBuffer
 
 # Host uids of one-shot runs when we are root: past the slots' range (hostuid.UID_BASE +
 # 2**30), one per run: a run's processes can signal no trial's sandbox, nor another run.
 IO_UID_BASE = 0x6000_0000
 SIDE_FD = 3  # the side channel's number inside the sandbox
 START_TIMEOUT = 30.0
-DRAIN_TIMEOUT = 5.0  # after the exit, for the pipes' last bytes (every writer is dead)
 _SEQ = itertools.count(1)
 
 
@@ -109,38 +109,6 @@ def staging_dirs(count: int) -> list[str]:
         d.mkdir(mode=0o755, exist_ok=True)
         out.append(str(d))
     return out
-
-
-class _Reader:
-    """A pipe read as it fills, into a CappedBuffer; `on_over` once past `kill_at`."""
-
-    def __init__(self, fd: int, cap: int, kill_at: int, on_over: object) -> None:
-        self.fd, self.buf, self.kill_at, self.on_over = fd, CappedBuffer(cap), kill_at, on_over
-        self.total = 0
-        self.eof = asyncio.get_running_loop().create_future()
-        os.set_blocking(fd, False)
-        asyncio.get_running_loop().add_reader(fd, self._read)
-
-    def _read(self) -> None:
-        try:
-            data = os.read(self.fd, 1 << 16)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.close()
-            return
-        self.total += len(data)
-        self.buf.feed(data)
-        if self.total > self.kill_at:
-            self.on_over(self)  # type: ignore[operator]
-
-    def close(self) -> None:
-        if not self.eof.done():
-            asyncio.get_running_loop().remove_reader(self.fd)
-            os.close(self.fd)
-            self.eof.set_result(None)
 
 
 async def run_oneshot(spec: OneShotSpec) -> OneShotResult:
@@ -219,12 +187,12 @@ async def _run(
         err_r, err_w = fd_pair()
         side_r, side_w = fd_pair()
         # fds bwrap reads by number sit at 10 and above (0-3 are the command's)
-        info_w, block_r = _high(info_w, opened), _high(block_r, opened)
+        info_w, block_r = high_fd(info_w, opened), high_fd(block_r, opened)
         file_fds: list[tuple[int, str]] = []
         for dest, host in spec.files.items():
-            fd = _source_fd(host)
+            fd = source_fd(host)
             opened.append(fd)
-            file_fds.append((_high(fd, opened), os.path.join(spec.workdir, dest)))
+            file_fds.append((high_fd(fd, opened), os.path.join(spec.workdir, dest)))
         env = dict(spec.env)
         command = spec.command
         if cg is None:  # no cgroups here: rlimits, set by a shell before the command
@@ -263,17 +231,6 @@ async def _run(
                 os.close(fd)
 
 
-def _high(fd: int, opened: list[int]) -> int:
-    """`fd` moved to 10 or above, still close-on-exec (the old number is closed)."""
-    import fcntl
-
-    new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
-    opened.append(new)
-    os.close(fd)
-    opened.remove(fd)
-    return new
-
-
 async def _supervise(
     spec: OneShotSpec,
     pid: int,
@@ -299,7 +256,7 @@ async def _supervise(
 
     names = ("stdout", "stderr", "side")
 
-    def over(reader: _Reader) -> None:
+    def over(reader: Reader) -> None:
         if not overflow:
             overflow.append(names[readers.index(reader)])
             kill()
@@ -308,8 +265,8 @@ async def _supervise(
     kills = (spec.stdout_cap, spec.stderr_cap * 16, spec.side_cap)
     for fd in (*outs, info_r):
         opened.remove(fd)  # the readers own them now
-    readers = [_Reader(fd, cap, k, over) for fd, cap, k in zip(outs, caps, kills, strict=True)]
-    info = _Reader(info_r, 1 << 16, 1 << 16, lambda _r: kill())
+    readers = [Reader(fd, cap, k, over) for fd, cap, k in zip(outs, caps, kills, strict=True)]
+    info = Reader(info_r, 1 << 16, 1 << 16, lambda _r: kill())
     exited = loop.create_future()
 
     def on_exit() -> None:
@@ -326,7 +283,7 @@ async def _supervise(
         except (ValueError, KeyError, TypeError):
             kill()
             await asyncio.wait_for(asyncio.shield(exited), 10)
-            await _drain(readers)
+            await drain(readers)
             said = readers[1].buf.getvalue().decode(errors="replace").strip()[-2000:]
             raise SandboxFailed(
                 f"io sandbox: bwrap did not start: {said or 'no output'}",
@@ -342,7 +299,7 @@ async def _supervise(
         except OSError as exc:
             kill()
             raise SandboxFailed(f"io sandbox: could not start the command: {exc}") from exc
-        feeder = asyncio.ensure_future(asyncio.to_thread(_feed, in_w, spec.stdin))
+        feeder = asyncio.ensure_future(asyncio.to_thread(feed, in_w, spec.stdin))
         opened.remove(in_w)
         try:
             await asyncio.wait_for(asyncio.shield(exited), spec.timeout)
@@ -350,7 +307,7 @@ async def _supervise(
             timed_out = True
             kill()
             await asyncio.wait_for(asyncio.shield(exited), 10)
-        await _drain(readers)
+        await drain(readers)
         await feeder
     finally:
         loop.remove_reader(pidfd)
@@ -359,11 +316,11 @@ async def _supervise(
             r.close()
         if not exited.done():  # an error path: it was killed above
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(_readable(loop, pidfd), 10)
+                await asyncio.wait_for(readable(loop, pidfd), 10)
         reaped, status = os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (it has exited)
         if init_fd >= 0:  # bwrap may exit before its pid 1 is quite gone: wait for that
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(_readable(loop, init_fd), 10)
+                await asyncio.wait_for(readable(loop, init_fd), 10)
     code = os.waitstatus_to_exitcode(status) if reaped else -signal.SIGKILL
     out, err, side = (r.buf.getvalue() for r in readers)
     return OneShotResult(
@@ -376,51 +333,3 @@ async def _supervise(
         oom_kills=cg.oom_kills() if cg is not None else 0,
         host_uid=owner[0],
     )
-
-
-def _feed(fd: int, data: bytes) -> None:
-    """The command's stdin, then EOF (it may never read it: the pipe then breaks)."""
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-async def _drain(readers: list[_Reader]) -> None:
-    """The pipes to EOF: every writer is dead once bwrap's pid 1 is (bounded anyway)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.gather(*(r.eof for r in readers)), DRAIN_TIMEOUT)
-
-
-async def _readable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
-    done: asyncio.Future[None] = loop.create_future()
-
-    def ready() -> None:
-        if not done.done():
-            done.set_result(None)
-
-    loop.add_reader(fd, ready)
-    try:
-        await done
-    finally:
-        loop.remove_reader(fd)
-
-
-def _source_fd(source: Path | bytes) -> int:
-    """An fd bwrap copies a file from: the host file (no link followed), or a memfd."""
-    if isinstance(source, bytes):
-        fd = os.memfd_create("oneshot-file", os.MFD_CLOEXEC)
-        view = memoryview(source)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.lseek(fd, 0, os.SEEK_SET)
-        return fd
-    try:
-        return os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise SandboxFailed(f"io sandbox: cannot read {source}: {exc}") from exc
