@@ -18,6 +18,7 @@ from crucible.errors import ResourcesUnavailable, SandboxFailed, TaskInvalid
 from crucible.sandboxes.local.oneshot import OneShotSpec, run_oneshot
 from crucible.tasks.models import Task
 from crucible.verifiers.pipeline import declared
+from crucible.verifiers.stages import iorun
 from crucible.verifiers.stages.base import StageContext
 from crucible.verifiers.stages.io import IoStage
 from crucible.verifiers.stages.iocases import REFERENCE_OUTPUTS
@@ -192,3 +193,9 @@ def test_hostile_trace_lines_are_dropped_and_bounded() -> None:
     assert host_trace(b"\xff\xfe garbage", "p", None, 1).status == "failed"
     text = judge_text([summary(i, trace) for i in range(100)])
     assert len(text) <= SUMMARY_CHARS and "could forge" in text
+
+
+def test_submitted_paths_stay_under_the_work_folders_src(tmp_path: Path) -> None:
+    f = tmp_path / "x.py"
+    files = {"/app/main.py": f, "/app/../../etc/x.py": f, "/../x.py": f, "/a/./b.py": f}
+    assert sorted(iorun.submitted_files(files)) == ["src/a/b.py", "src/app/main.py"]

@@ -156,7 +156,8 @@ class IoStage(Stage):
     def _failure(self, ran: OneShotResult) -> str | None:
         """Why a run did not end well (None: exit 0 within every limit)."""
         if ran.overflow:
-            return f"output too large (over {self.spec.output_limit_kb} KiB on {ran.overflow})"
+            cap = "1024 KiB" if ran.overflow == "stderr" else f"{self.spec.output_limit_kb} KiB"
+            return f"output too large (over {cap} on {ran.overflow})"
         if ran.timed_out:
             return f"timed out after {self.spec.timeout_sec}s"
         if ran.code != 0 and ran.oom_kills:

@@ -15,6 +15,7 @@ caps (past one the run is killed); the trace through fd 3, validated by iotrace.
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,8 +86,14 @@ async def run_reference_app(
 
 
 def submitted_files(files: dict[str, Path]) -> dict[str, Path | bytes]:
-    """The submission's files under the work folder's src/ (sandbox path -> host file)."""
-    return {f"{SRC}/{name.lstrip('/')}": host for name, host in files.items()}
+    """The submission's files under the work folder's src/ (sandbox path -> host file);
+    a path that would leave src/ (`..`) is left out."""
+    out: dict[str, Path | bytes] = {}
+    for name, host in files.items():
+        rel = posixpath.normpath(name.lstrip("/"))
+        if rel not in (".", "") and not rel.startswith("../") and rel != "..":
+            out[f"{SRC}/{rel}"] = host
+    return out
 
 
 async def run_submission(
