@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from tests.verifiers.test_stages import make_task, submitted
 
 from crucible.errors import ResourcesUnavailable, SandboxFailed, TaskInvalid
 from crucible.sandboxes.local.oneshot import OneShotSpec, run_oneshot
+from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
 from crucible.verifiers.pipeline import declared
 from crucible.verifiers.stages import iorun
@@ -98,7 +100,6 @@ async def test_reference_must_be_inside_the_task(tmp_path: Path) -> None:
     toml = (tmp_path / "t" / "task.toml").read_text().replace("tests/reference.py", "../x.py")
     (tmp_path / "x.py").write_text(REFERENCE)
     (tmp_path / "t" / "task.toml").write_text(toml)
-    from crucible.tasks.loader import load_task
 
     task = load_task(tmp_path / "t")
     with pytest.raises(TaskInvalid, match="inside the task folder"):
@@ -199,3 +200,20 @@ def test_submitted_paths_stay_under_the_work_folders_src(tmp_path: Path) -> None
     f = tmp_path / "x.py"
     files = {"/app/main.py": f, "/app/../../etc/x.py": f, "/../x.py": f, "/a/./b.py": f}
     assert sorted(iorun.submitted_files(files)) == ["src/a/b.py", "src/app/main.py"]
+
+
+async def test_stdin_reaches_both_programs(tmp_path: Path) -> None:
+    reference = (
+        "import json, sys\n"
+        "print(json.dumps({'sum': sum(map(float, sys.stdin.read().split())), 'n': 0}))\n"
+    )
+    program = GOOD.replace(
+        'xs = [float(a) for a in xs.split(",")]',
+        "import sys\n    xs = [float(a) for a in sys.stdin.read().split()]",
+    ).replace('"n": len(xs)', '"n": 0')
+    io_task(tmp_path / "t", reference=reference)
+    toml = tmp_path / "t" / "task.toml"
+    cases = 'cases = [{args = ["--xs", "0"], stdin = "1 2 3.5"}]\n'
+    toml.write_text(re.sub(r"cases = \[.*\]\n", lambda _: cases, toml.read_text()))
+    res = await run_io(load_task(tmp_path / "t"), tmp_path, program)
+    assert res["components"]["all_pass"] == 1.0, res["reason"]
