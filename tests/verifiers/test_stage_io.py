@@ -217,3 +217,9 @@ async def test_stdin_reaches_both_programs(tmp_path: Path) -> None:
     toml.write_text(re.sub(r"cases = \[.*\]\n", lambda _: cases, toml.read_text()))
     res = await run_io(load_task(tmp_path / "t"), tmp_path, program)
     assert res["components"]["all_pass"] == 1.0, res["reason"]
+
+
+def test_the_old_run_on_host_key_is_refused_with_a_reason(tmp_path: Path) -> None:
+    stage = '[[metadata.crucible.stages]]\nkind = "io"\nreference = "r.py"\nrun_on_host = true\n'
+    with pytest.raises(TaskInvalid, match="run_on_host is gone: every io run is sandboxed"):
+        declared(make_task(tmp_path / "t", stage))

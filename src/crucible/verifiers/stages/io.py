@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from crucible.errors import ResourcesUnavailable, TaskInvalid
 from crucible.modalrt.trace import TIMEOUT_EXIT, Trace
@@ -80,6 +80,13 @@ class IoSpec(StageSpec):
     storage_mb: int = Field(default=256, ge=16)
     output_limit_kb: int = Field(default=4096, ge=1, le=1 << 20)
     require_evidence: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_run_on_host(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "run_on_host" in data:
+            raise ValueError("run_on_host is gone: every io run is sandboxed now (delete the key)")
+        return data
 
     def limits(self) -> iorun.Limits:
         return iorun.Limits(
