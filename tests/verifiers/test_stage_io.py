@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.verifiers.test_stages import make_task, submitted
+from tests.helpers.fake_openai import FakeOpenAI, text
+from tests.verifiers.test_stages import judge_toml, make_task, pipeline, submitted
 
 from crucible.errors import ResourcesUnavailable, SandboxFailed, TaskInvalid
 from crucible.sandboxes.local.oneshot import OneShotSpec, run_oneshot
@@ -223,3 +224,16 @@ def test_the_old_run_on_host_key_is_refused_with_a_reason(tmp_path: Path) -> Non
     stage = '[[metadata.crucible.stages]]\nkind = "io"\nreference = "r.py"\nrun_on_host = true\n'
     with pytest.raises(TaskInvalid, match="run_on_host is gone: every io run is sandboxed"):
         declared(make_task(tmp_path / "t", stage))
+
+
+async def test_the_judge_reads_the_submissions_trace(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.push(text('{"verdict": "pass", "reason": "the sum runs remotely"}'))
+    io_task(tmp_path / "t", extra=judge_toml(fake_openai.url))
+    v = await pipeline(load_task(tmp_path / "t"), submitted(tmp_path, GOOD), tmp_path)
+    assert [s.status for s in v.stages] == ["passed", "passed", "passed"], v.stages
+    prompt = json.dumps(fake_openai.requests[0]["messages"])
+    assert "Offline Modal runtime trace of the submission (io stage)" in prompt
+    assert "add (function): 1 inputs in containers (by call: remote 1)" in prompt
+    assert "GPU request ran on: cpu" in prompt
