@@ -22,7 +22,7 @@ from typing import Any
 
 from crucible.sandboxes.local.oneshot import OneShotResult, OneShotSpec, run_oneshot
 from crucible.sandboxes.local.sandbox import gpu_count
-from crucible.verifiers.stages.iodriver import JOB_FILE
+from crucible.verifiers.stages.iodriver import JOB_FILE, SIDE_CAP
 from crucible.verifiers.stages.ioenv import WORKDIR, pyenv
 
 DRIVER = "crucible.verifiers.stages.iodriver"
@@ -36,7 +36,7 @@ class Limits:
     pids: int
     cpus: float
     storage_mb: int
-    output_cap: int  # bytes of stdout (and of the trace on fd 3)
+    output_cap: int  # bytes of stdout
 
 
 def _spec(
@@ -56,7 +56,7 @@ def _spec(
         cpus=lim.cpus,
         storage_mb=lim.storage_mb,
         stdout_cap=lim.output_cap,
-        side_cap=lim.output_cap,
+        side_cap=SIDE_CAP + 1,  # the driver cuts the event log below this
         gpu=gpu_count() > 0,  # a GPU function gets the host's GPUs, as on Modal
     )
 
