@@ -6,6 +6,8 @@ untouched, crucible must not crash, and the case must fail (the attempt's 0)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import glob
 import json
 import os
 import secrets
@@ -22,6 +24,7 @@ from tests.verifiers.test_stage_io import GOOD, io_task, run_io
 
 import crucible
 from crucible.sandboxes.local import hostuid
+from crucible.sandboxes.local.cgroups import detect
 from crucible.sandboxes.local.oneshot import IO_UID_BASE, OneShotResult
 from crucible.verifiers.stages import iorun
 from crucible.verifiers.stages.ioenv import PYTHON, SRC, VERSION
@@ -264,12 +267,35 @@ FLOOD = GOOD.replace(
 LIMITED = "memory_mb = 256\npids_limit = 64\noutput_limit_kb = 1024\n"
 
 
-async def test_fork_bomb_fails_its_case_within_the_pids_limit(tmp_path: Path) -> None:
-    res = await run_io(io_task(tmp_path / "t", extra=LIMITED, timeout=8), tmp_path, FORK_BOMB)
+def _io_pids() -> list[int]:
+    """pids.current of this process's io runs (cgroup v1 layout; [] elsewhere)."""
+    out = []
+    for f in glob.glob(f"/sys/fs/cgroup/pids/crucible/crucible-io.{os.getpid()}-*/x/pids.current"):
+        with contextlib.suppress(OSError, ValueError):
+            out.append(int(Path(f).read_text()))
+    return out
+
+
+def test_fork_bomb_fails_its_case_within_the_pids_limit(tmp_path: Path) -> None:
+    task = io_task(tmp_path / "t", extra=LIMITED, timeout=8)
+    box: dict[str, Any] = {}
+    run = threading.Thread(
+        target=lambda: box.update(r=asyncio.run(run_io(task, tmp_path, FORK_BOMB)))
+    )
+    run.start()
+    peak = 0
+    while run.is_alive():  # the run's process count, seen from the host, while it lasts
+        peak = max([peak, *_io_pids()])
+        time.sleep(0.05)
+    run.join()
+    res = box["r"]
     assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
     assert "timed out after 8.0s" in res["reason"]
+    assert peak <= 64  # pids_limit held
+    if detect().version == "v1":  # where _io_pids can see it: the bomb did fill it
+        assert peak > 32
     # and the next run is fine
-    res = await run_io(io_task(tmp_path / "g"), tmp_path, GOOD)
+    res = asyncio.run(run_io(io_task(tmp_path / "g"), tmp_path, GOOD))
     assert res["components"]["all_pass"] == 1.0, res["reason"]
 
 
