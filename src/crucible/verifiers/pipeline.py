@@ -37,6 +37,7 @@ from crucible.store.logs import FileLog
 from crucible.tasks.models import Task
 from crucible.verifiers.stages.base import Stage, StageContext, StageSpec
 from crucible.verifiers.stages.contracts import ContractsSpec, ContractsStage
+from crucible.verifiers.stages.io import IoSpec, IoStage
 from crucible.verifiers.stages.judge import JudgeSpec, JudgeStage
 from crucible.verifiers.stages.script import ScriptStage
 from crucible.verifiers.submission import Submission, declared_paths
@@ -44,6 +45,7 @@ from crucible.verifiers.submission import Submission, declared_paths
 META_KEY = "crucible"
 KINDS: dict[str, tuple[type[Stage], type[StageSpec]]] = {
     "contracts": (ContractsStage, ContractsSpec),
+    "io": (IoStage, IoSpec),
     "judge": (JudgeStage, JudgeSpec),
 }
 # Stages that cost a model call: never spent on a rollout that already failed.

@@ -25,7 +25,7 @@ import hashlib
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Read-only /etc entries the userland needs; secrets (shadow, gshadow, sudoers,
@@ -151,6 +151,12 @@ class BwrapLayout:
     overlay: tuple[str, str, str] | None = None
     uid: int = 0  # the sandbox's one mapped uid and gid (image mode: the image's USER)
     gid: int = 0
+    # One-shot sandboxes (oneshot.py): files copied in from fds opened by the host (after
+    # the mounts), where the command starts, and an fd bwrap blocks on before it forks the
+    # command (so the host can put the sandbox in its cgroups first).
+    files: list[tuple[int, str]] = field(default_factory=list)
+    chdir: str = "/"
+    block_fd: int | None = None
 
 
 @functools.cache
@@ -267,6 +273,8 @@ def build_argv(
         argv += [*size, *(sticky if m in layout.sticky else []), "--tmpfs", m]
     for d in layout.dirs:
         argv += [*(sticky if d in layout.sticky else []), "--dir", d]
+    for fd, dest in layout.files:
+        argv += ["--file", str(fd), dest]
     # Last: nothing can be added to /dev, nor in host mode to the root, after this.
     # (Image mode's root stays writable: it is the sandbox's private overlay layer.)
     argv += ["--remount-ro", "/dev"]
@@ -277,5 +285,7 @@ def build_argv(
     argv += ["--clearenv"]
     for key, value in env.items():
         argv += ["--setenv", key, value]
-    argv += ["--chdir", "/", "--info-fd", str(layout.info_fd), "--", *command]
+    if layout.block_fd is not None:
+        argv += ["--block-fd", str(layout.block_fd)]
+    argv += ["--chdir", layout.chdir, "--info-fd", str(layout.info_fd), "--", *command]
     return argv

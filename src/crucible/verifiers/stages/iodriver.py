@@ -1,0 +1,166 @@
+"""The io stage's driver, run INSIDE an io sandbox:
+`python -m crucible.verifiers.stages.iodriver /work/job.json` (its job, written by iorun.py). Nothing here is trusted by the host: it runs
+beside the submission, as the same uid, and the host reads what it writes within caps.
+
+Modes:
+- script: the reference as `python FILE ARGS` would run it (runpy, as __main__).
+- program: the submission's local entrypoint through the offline Modal runtime
+  (crucible.modalrt.runner), its stdin, stdout and stderr the sandbox's own; exits with
+  the runner's status.
+- serve: the submission's web endpoints served by the runtime (modalrt/serve.py); the
+  case's requests go to the endpoint over the sandbox's own loopback; the responses
+  are printed as one JSON list of {"status", "json"} (or "text" for a body that is
+  not JSON).
+- asgi: the reference's ASGI app (an attribute of a Python file of the task), called
+  with the same requests through httpx's ASGI transport; printed the same way.
+First of all it closes every fd above 3: only stdin, stdout, stderr and the side channel
+reach the program. In program and serve modes the runtime's event log (the raw material of the trace) is
+then written to fd 3, cut at SIDE_CAP bytes; the host validates it (iotrace.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+# Heavier imports (httpx, the runtime) are made in the modes that need them: the
+# reference's script mode starts with as little as plain python.
+
+JOB_FILE = "job.json"  # under the work folder
+WORKDIR = Path("/work")
+STATE = "state"  # under the work folder: volumes, stores, this run's events
+SIDE_FD = 3
+SIDE_CAP = (4 << 20) - 1  # the host kills the run past 4 MiB on fd 3
+BODY_TEXT = 2000  # characters of a body that is not JSON
+REQUEST_TIMEOUT = 60.0
+EXIT_NOT_SERVED = 4
+
+
+def response_record(status: int, body: bytes) -> dict[str, Any]:
+    """What one response contributes to the output: its status and its JSON body."""
+    try:
+        return {"status": status, "json": json.loads(body)}
+    except ValueError:
+        return {"status": status, "json": None, "text": body.decode(errors="replace")[:BODY_TEXT]}
+
+
+def _kwargs(req: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"headers": req.get("headers") or {}}
+    if "json" in req:
+        out["json"] = req["json"]
+    return out
+
+
+def dump_events(state: Path) -> None:
+    """The run's event log to fd 3 (absent when not run by the io stage: skipped)."""
+    data = b"".join(p.read_bytes() for p in sorted(state.glob("runs/*/events.jsonl")))
+    view = memoryview(data[:SIDE_CAP])
+    try:
+        while view:
+            view = view[os.write(SIDE_FD, view) :]
+    except OSError:
+        return
+
+
+def run_script(job: dict[str, Any]) -> int:
+    import runpy
+
+    path = WORKDIR / job["program"]
+    sys.argv = [str(path), *job.get("args", [])]
+    sys.path[0] = str(path.parent)
+    runpy.run_path(str(path), run_name="__main__")
+    return 0
+
+
+def run_program(job: dict[str, Any], state: Path) -> int:
+    import subprocess
+
+    from crucible.modalrt.api import prepare
+
+    main = WORKDIR / job["program"]
+    _, _, env = prepare(main, state, None, int(job.get("max_containers", 4)), None)
+    argv = [sys.executable, "-m", "crucible.modalrt.runner"]
+    if job.get("entrypoint"):
+        argv += ["--entry", job["entrypoint"]]
+    argv += ["--", *job.get("args", [])]
+    code = subprocess.run(argv, env=env, cwd=main.parent, check=False).returncode
+    return code if code >= 0 else 128 - code
+
+
+def run_serve(job: dict[str, Any], state: Path) -> int:
+    import httpx
+
+    from crucible.modalrt.serve import ServeError, serve_program
+
+    main = WORKDIR / job["program"]
+    os.chdir(main.parent)
+    try:
+        with serve_program(
+            main, state_dir=state, max_containers=int(job.get("max_containers", 4))
+        ) as s:
+            url = s.urls.get(job["endpoint"])
+            if url is None:
+                sys.stderr.write(f"no web endpoint {job['endpoint']!r}; served: {sorted(s.urls)}\n")
+                return EXIT_NOT_SERVED
+            out = []
+            with httpx.Client(timeout=REQUEST_TIMEOUT, trust_env=False) as client:
+                for req in job["requests"]:
+                    resp = client.request(
+                        req["method"], url.rstrip("/") + req["path"], **_kwargs(req)
+                    )
+                    out.append(response_record(resp.status_code, resp.content))
+    except ServeError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 1
+    print(json.dumps(out))
+    return 0
+
+
+def run_asgi(job: dict[str, Any]) -> int:
+    import asyncio
+    import importlib.util
+
+    import httpx
+
+    path = WORKDIR / job["program"]
+    spec = importlib.util.spec_from_file_location("reference", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["reference"] = module
+    spec.loader.exec_module(module)
+    app = getattr(module, job.get("app") or "app")
+
+    async def go() -> list[dict[str, Any]]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://reference.invalid") as c:
+            out = []
+            for req in job["requests"]:
+                resp = await c.request(req["method"], req["path"], **_kwargs(req))
+                out.append(response_record(resp.status_code, resp.content))
+            return out
+
+    print(json.dumps(asyncio.run(go())))
+    return 0
+
+
+def main() -> int:
+    os.closerange(SIDE_FD + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    job = json.loads(Path(sys.argv[1]).read_text())
+    os.unlink(sys.argv[1])  # the job is the driver's, not the program's
+    state = WORKDIR / STATE
+    if job["mode"] == "script":
+        return run_script(job)
+    if job["mode"] == "asgi":
+        return run_asgi(job)
+    try:
+        return run_serve(job, state) if job["mode"] == "serve" else run_program(job, state)
+    finally:
+        dump_events(state)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The submission's runtime trace, read as hostile input: the event log an io sandbox
+wrote on its side channel, bounded and validated here, then built into a Trace
+(modalrt/trace.py) on the host; and the short text of it the judge reads.
+
+What the trace can and cannot prove. The offline runtime runs in the submission's own
+processes (the runner imports the program; workers run its functions), as the same
+uid, in the same sandbox: the submission can append events of its own to the log, or
+rewrite it, and so fake "ran remotely on a GPU, 5 inputs by .map" without doing so. It
+cannot fake its *output* without computing it (it never sees the reference nor the
+expected output), and the forgery is in its code: the contracts stage reads that code
+statically (a decorator-only port still has its computation outside the function) and
+the judge reads it with this trace beside it. So the trace is evidence for honest
+submissions and a cross-check, never proof; the limits here only keep a forged log
+from costing the host memory, time or a crash. The same holds for the one thing that
+changes blame: a trace saying "needs a GPU" makes the case resources_unavailable (an
+excluded error, retried), so a failing submission could claim it to dodge its 0; such
+trials are reported as excluded, never as passing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from crucible.modalrt.trace import Trace, build_trace
+
+MAX_EVENTS = 20_000
+MAX_LINE = 16 << 10  # bytes of one event; longer lines are dropped
+MAX_TEXT = 500  # characters of any string field
+SUMMARY_CHARS = 6000  # the judge's text, all cases together
+EventKind = Literal[
+    "start", "function", "input", "retry", "local", "volume", "app_run", "deploy", "store",
+    "entry", "end",
+]  # fmt: skip
+# fields each kind must have for build_trace
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "function": ("name",),
+    "input": ("function", "via"),
+    "retry": ("function",),
+    "local": ("function",),
+    "volume": ("name", "op"),
+    "store": ("type",),
+}
+
+
+class Event(BaseModel):
+    """One event line, as build_trace reads it; anything else is dropped."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    kind: str
+    name: str | None = None
+    function: str | None = None
+    type: str | None = None
+    via: str | None = None
+    op: str | None = None
+    resources: dict[str, Any] | None = None
+    duration_s: float | None = None
+    container: int | None = None
+    batch_size: int | None = None
+    gpu: str | None = None
+    gpu_backing: Literal["gpu", "cpu"] | None = None
+    ok: bool | None = None
+    error: str | None = None
+    needs_gpu: bool | None = None
+    entry_kind: str | None = None
+    exit_code: int | None = None
+
+    @field_validator(
+        "name", "function", "type", "via", "op", "error", "entry_kind", "gpu", mode="before"
+    )
+    @classmethod
+    def _cut(cls, v: Any) -> Any:
+        return v[:MAX_TEXT] if isinstance(v, str) else v
+
+
+def parse_events(raw: bytes) -> tuple[list[dict[str, Any]], int]:
+    """The valid events of a side channel's bytes, and how many lines were dropped."""
+    events: list[dict[str, Any]] = []
+    dropped = 0
+    for line in raw.split(b"\n"):
+        if not line.strip():
+            continue
+        if len(events) >= MAX_EVENTS or len(line) > MAX_LINE:
+            dropped += 1
+            continue
+        try:
+            ev = Event.model_validate(json.loads(line))
+        except (ValueError, ValidationError, RecursionError):
+            dropped += 1
+            continue
+        if ev.kind not in EventKind.__args__ or any(  # type: ignore[attr-defined]
+            getattr(ev, f) is None for f in REQUIRED.get(ev.kind, ())
+        ):
+            dropped += 1
+            continue
+        events.append(ev.model_dump(exclude_none=True))
+    return events, dropped
+
+
+def host_trace(raw: bytes, program: str, entrypoint: str | None, exit_code: int) -> Trace:
+    """The trace of one run from its (hostile) side channel; never raises on bad input."""
+    events, _ = parse_events(raw)
+    try:
+        return build_trace(events, program, entrypoint, exit_code)
+    except (ValueError, TypeError, KeyError, AttributeError, ValidationError):
+        # a well-formed but absurd log (a resources dict of the wrong shapes): no trace
+        return build_trace([], program, entrypoint, exit_code)
+
+
+def _resources(res: dict[str, Any]) -> str:
+    keys = ("gpu", "cpu", "memory", "volumes", "secrets", "max_containers", "retries", "timeout")
+    parts = [f"{k}={json.dumps(res[k])[:60]}" for k in keys if res.get(k)]
+    return ", ".join(parts) or "none"
+
+
+def summary(case: int, trace: Trace) -> str:
+    """A few lines on one case's run for the judge: what ran remotely, with what."""
+    head = f"case {case}: status {trace.status}, exit {trace.exit_code}"
+    if trace.error:
+        head += f", error: {trace.error[:200]}"
+    lines = [head]
+    for f in trace.functions[:20]:
+        calls = ", ".join(f"{k} {v}" for k, v in sorted(f.inputs_by_call.items())) or "none"
+        line = (
+            f"  {f.name} ({f.type}): {f.remote_inputs} inputs in containers (by call: {calls}), "
+            f"{f.local_calls} local calls, {f.failed_inputs} failed; resources: "
+            f"{_resources(f.resources)}"
+        )
+        if f.gpu_backing:
+            line += f"; GPU request ran on: {f.gpu_backing}"
+        if f.errors:
+            line += f"; errors: {'; '.join(e[:120] for e in f.errors[:2])}"
+        lines.append(line)
+    shown = sorted(k for k, v in trace.evidence.items() if v)
+    lines.append(f"  exercised: {', '.join(shown) or 'nothing'}")
+    return "\n".join(lines)
+
+
+def judge_text(parts: list[str]) -> str:
+    """Every case's summary, bounded, with what the trace is and is not."""
+    head = (
+        "Offline Modal runtime trace of the submission (io stage). Recorded inside the "
+        "submission's sandbox: the code could forge it, so read it beside the code.\n"
+    )
+    text = head + "\n".join(parts)
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 20] + "\n[trace cut]"
