@@ -43,7 +43,7 @@ def lookup(key: str) -> dict:
 @app.post("/")
 def lookup_many(body: Keys) -> dict:
     asked = pl.DataFrame({"key": body.keys}, schema={"key": pl.String})
-    found = asked.join(PRODUCTS, on="key", how="inner", maintain_order="left")
+    found = asked.with_row_index("i").join(PRODUCTS, on="key").sort("i").drop("i")
     missing = [k for k in body.keys if find(k) is None]
     value = float((found["price"] * found["stock"]).sum()) if found.height else 0.0
     return {"found": found.to_dicts(), "missing": missing, "stock_value": round(value, 2)}
