@@ -151,7 +151,7 @@ DECORATOR_ONLY: dict[str, list[tuple[str, str]]] = {
 WHY = {
     "svd-lowrank-gpu": "did not exercise gpu, fan_out, image_build (runtime trace)",
     "wl-dedup-starmap": "did not exercise fan_out, image_build (runtime trace)",
-    "sklearn-cv-map": "fold_score received 1 inputs in a container, expected 5",
+    "sklearn-cv-map": "fold_score received 1 inputs in a container, expected 4",
     "secret-merge": "did not exercise function, secret (runtime trace)",
 }
 

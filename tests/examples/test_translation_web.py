@@ -106,6 +106,7 @@ def test_the_solution_served_offline_answers_as_the_reference(
         # the products in key order, not in the order asked
         ('.sort("i").drop("i")', '.sort("key").drop("i")', "case 0[2].json.found[0].key"),
     ],
+    ids=["missing-key-as-200", "order-asked-lost"],
 )
 def test_a_port_that_answers_differently_is_told_apart(
     expected: Outputs, tmp_path: Path, old: str, new: str, where: str
