@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from tests.verifiers.test_stages_job import runs_get_verbose
 from typer.testing import CliRunner
 
 from crucible.cli.main import app
+from crucible.contracts.reach import detect_reached_source
 from crucible.store.layout import iter_trial_results
 from crucible.verifiers.stages.io import IoSpec
 
@@ -76,6 +78,17 @@ def test_the_examples_check_clean() -> None:
     else:  # only the web task, and only for the keys the web mode brings
         (problem,) = invalid.pop(WEB_TASK)
         assert "mode: Extra inputs" in problem["message"] and invalid == {}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_each_solution_uses_what_its_task_requires(task: str) -> None:
+    # statically, with the reach rule, as the contracts gate reads it (the web task too)
+    stages = tomllib.loads((ROOT / task / "task.toml").read_text())["metadata"]["crucible"]
+    (gate,) = [s for s in stages["stages"] if s["kind"] == "contracts"]
+    main = ROOT / task / "solution" / "main.py"
+    found = detect_reached_source(main.read_text(), str(main), gate["launch"],
+                                  gate.get("entrypoint"))  # fmt: skip
+    assert set(gate["require"]) <= set(found.contracts) and found.legacy == [], found
 
 
 @pytest.mark.parametrize("task", [t for t in TASKS if t != WEB_TASK])
