@@ -167,6 +167,13 @@ WHY = {
     "sklearn-cv-map": "fold_score received 1 inputs in a container, expected 4",
     "secret-merge": "did not exercise function, secret (runtime trace)",
 }
+# what ran in containers, in every case
+REMOTE = {
+    "svd-lowrank-gpu": {"low_rank": 0},
+    "wl-dedup-starmap": {"wl_hash": 0},
+    "sklearn-cv-map": {"fold_score": 1},
+    "secret-merge": {"merge": 0},
+}
 
 
 def test_decorator_only_ports_are_zeroed_by_the_trace(tmp_path: Path) -> None:
@@ -191,4 +198,5 @@ def test_decorator_only_ports_are_zeroed_by_the_trace(tmp_path: Path) -> None:
         assert why in io["reason"], (name, io["reason"])
         # and the outputs did match: no case failed on a mismatch (a "$.path: ..." reason)
         assert not any(c["reason"].startswith("$") for c in io["details"]["cases"]), name
+        assert all(c["remote_inputs"] == REMOTE[name] for c in io["details"]["cases"]), name
     assert WHY["svd-lowrank-gpu"] in runs_get_verbose(tmp_path / "jobs", "deco")
