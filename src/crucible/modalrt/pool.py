@@ -6,6 +6,11 @@ most `max_containers` workers, each taking up to `max_inputs` inputs at a time
 persists between inputs of one container, never into the caller. Requests and replies
 are pickles over the worker's stdin/stdout; the worker's own prints go to the
 caller's stdout, as `modal run` streams container logs.
+
+Workers are started from one thread that lives as long as the process (the spawner): a
+worker dies with the thread that started it (PR_SET_PDEATHSIG, worker.py, is per
+thread), and the threads that call functions end early: a web request's handler, an
+executor's thread. Started from those, a container would be killed under the next input.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import atexit
 import functools
 import itertools
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -130,6 +136,37 @@ class Worker:
             self.proc.wait()
 
 
+class _Spawner:
+    """Starts workers from its own daemon thread, which never ends before the process."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Resources, Future[Worker]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self, resources: Resources) -> Worker:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():  # none yet, or forked
+                self._thread = threading.Thread(
+                    target=self._run, name="modalrt-spawner", daemon=True
+                )
+                self._thread.start()
+        fut: Future[Worker] = Future()
+        self._jobs.put((resources, fut))
+        return fut.result()
+
+    def _run(self) -> None:
+        while True:
+            resources, fut = self._jobs.get()
+            try:
+                fut.set_result(Worker(resources))
+            except BaseException as exc:  # handed to the caller, as if it had started it
+                fut.set_exception(exc)
+
+
+_SPAWNER = _Spawner()
+
+
 OnStart = Callable[[Worker], None]
 
 
@@ -159,7 +196,7 @@ class Pool:
         if free:
             return min(free, key=lambda w: w.inflight)
         if len(self.workers) < self.limit:
-            worker = Worker(self.resources)
+            worker = _SPAWNER.start(self.resources)
             self.workers.append(worker)
             return worker
         return None

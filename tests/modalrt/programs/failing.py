@@ -16,8 +16,11 @@ def main():
 
 @app.function()
 def local_class():
+    import threading
+
     class Local:
-        pass
+        def __init__(self) -> None:
+            self.lock = threading.Lock()  # no lock travels, with cloudpickle installed either
 
     return Local()  # does not pickle: the container says so
 

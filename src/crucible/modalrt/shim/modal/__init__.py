@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from crucible.modalrt.sdk import exception
 from crucible.modalrt.sdk.app import App
 from crucible.modalrt.sdk.cls import Cls
 from crucible.modalrt.sdk.exception import Error
@@ -34,6 +33,11 @@ from crucible.modalrt.sdk.partial import (
 )
 from crucible.modalrt.sdk.stores import Dict, Queue
 from crucible.modalrt.sdk.volume import Secret, Volume
+
+# The submodule itself, so that `modal.exception` is in sys.modules: cloudpickle (when
+# installed) then sends its classes by reference, and a caller's `except modal.exception.Error`
+# catches what a container raised (by value it would be another class).
+from . import exception
 
 __version__ = "1.6.4"
 
