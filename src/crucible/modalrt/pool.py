@@ -25,7 +25,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from crucible.modalrt import wire
@@ -37,12 +37,6 @@ from crucible.modalrt.spec import Resources
 STDOUT_FD_VAR = "CRUCIBLE_MODALRT_STDOUT_FD"
 MAX_INPUTS_VAR = "CRUCIBLE_MODALRT_MAX_INPUTS"
 GPU_VAR = "CRUCIBLE_MODALRT_GPU"
-
-
-# Workers are started from this one long-lived thread: their PR_SET_PDEATHSIG (worker.py)
-# fires when the *thread* that forked them exits, and a caller's thread may be short-lived
-# (a web endpoint's request is handled by a thread of its own, gone after the reply).
-_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="modalrt-spawn")
 
 
 class WorkerLost(Exception):
@@ -69,14 +63,13 @@ class Worker:
         }
         argv = [sys.executable, "-m", "crucible.modalrt.worker"]
         try:
-            self.proc = _SPAWNER.submit(
-                subprocess.Popen,
+            self.proc = subprocess.Popen(
                 wrap_with_mounts(argv, resources.volumes),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
                 pass_fds=(out_fd,),
-            ).result()
+            )
         finally:
             os.close(out_fd)
         self.pid = self.proc.pid
