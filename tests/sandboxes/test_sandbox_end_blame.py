@@ -28,6 +28,8 @@ KILLS = {
     "keeper": "for p in /proc/[0-9]*; do n=${p#/proc/}; [ $n != $$ ] && kill -9 $n; done",
 }
 
+OUTLIVE = "; sleep 5"  # timing-ok: the agent outlives its kill (the sandbox may not)
+
 
 def _counted_zero(outcome: str, rewards: dict[str, float] | None) -> bool:
     """Graded 0, or verifier_failed (counted as 0 by the blame rule)."""
@@ -43,7 +45,7 @@ async def test_an_agent_ending_its_sandbox_counts_zero(
 ) -> None:
     if env == "docker":
         request.getfixturevalue("docker_engine")
-    task = attack_task(tmp_path / "t", solve=f"{KILLS[kill]}; sleep 5")
+    task = attack_task(tmp_path / "t", solve=KILLS[kill] + OUTLIVE)
     r = await attack_trial(env, task, tmp_path)
     rewards = r.verifier_result.rewards if r.verifier_result else None
     assert _counted_zero(r.outcome, rewards), (r.outcome, r.error)
@@ -94,7 +96,7 @@ def test_an_agent_ending_its_modal_sandbox_counts_zero(
     standin: tuple[Any, World], monkeypatch: pytest.MonkeyPatch, kill: str, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(modal_provider, "load_sdk", lambda: standin[0])
-    task = attack_task(tmp_path / "t", solve=f"{KILLS[kill]}; sleep 5")
+    task = attack_task(tmp_path / "t", solve=KILLS[kill] + OUTLIVE)
     result = _modal_run(tmp_path / "jobs", task.path)
     rewards = (result.get("verifier_result") or {}).get("rewards")
     assert _counted_zero(result["outcome"], rewards), (result["outcome"], result.get("error"))

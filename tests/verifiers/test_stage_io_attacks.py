@@ -205,16 +205,16 @@ def test_processes_run_unprivileged_and_none_outlives_the_run(tmp_path: Path) ->
     marker = f"iosb-orphan-{secrets.token_hex(4)}"
     probe = f"""
 subprocess.Popen(["/bin/sh", "-c", "sleep 600; : {marker}"], start_new_session=True)
-deadline = time.monotonic() + 50
-while not os.path.exists("/tmp/go") and time.monotonic() < deadline:
-    time.sleep(0.05)
+deadline = time.monotonic() + 50  # timing-ok: the hostile program inside the sandbox
+while not os.path.exists("/tmp/go") and time.monotonic() < deadline:  # timing-ok: inside
+    time.sleep(0.05)  # timing-ok: the hostile program polls for its release
 report["go"] = os.path.exists("/tmp/go")
 """
     box: dict[str, Any] = {}
     run = threading.Thread(target=lambda: box.update(r=hostile_run(tmp_path, probe)))
     run.start()
     while not (found := _procs_with(marker)) and run.is_alive():
-        time.sleep(0.05)  # until the orphan shows up on the host
+        time.sleep(0.05)  # timing-ok: polls the host until the orphan shows up (bounded by the run)
     assert found, "the orphan never appeared"
     pid = found[0]
     status = Path(f"/proc/{pid}/status").read_text()
@@ -286,7 +286,7 @@ def test_fork_bomb_fails_its_case_within_the_pids_limit(tmp_path: Path) -> None:
     peak = 0
     while run.is_alive():  # the run's process count, seen from the host, while it lasts
         peak = max([peak, *_io_pids()])
-        time.sleep(0.05)
+        time.sleep(0.05)  # timing-ok: samples the process count while the run lasts
     run.join()
     res = box["r"]
     assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
