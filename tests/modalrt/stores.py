@@ -13,9 +13,11 @@ from crucible.modalrt.sdk.stores import Dict, Queue
 
 
 @contextlib.contextmanager
-def runtime(state: Path) -> Iterator[None]:
+def runtime(state: Path, **settings: Any) -> Iterator[None]:
     """The runtime's settings in this process, as a program's process has them."""
-    cfg = context.RuntimeConfig(program="-", module="-", state_dir=str(state), run_dir=str(state))
+    cfg = context.RuntimeConfig(
+        program="-", module="-", state_dir=str(state), run_dir=str(state), **settings
+    )
     old = os.environ.get(context.ENV_VAR)
     os.environ[context.ENV_VAR] = cfg.model_dump_json()
     context.config.cache_clear()

@@ -164,25 +164,35 @@ report["stdlib"] = attempt(lambda: open({stdlib!r}, "a").write("x"))
 report["tmp"] = attempt(lambda: open("/tmp/sitecustomize.py", "w").write("raise SystemExit(7)"))
 report["work"] = attempt(lambda: open("/work/planted.py", "w").write("x"))
 report["usr"] = attempt(lambda: open("/usr/lib/planted", "w").write("x"))
+report["etc"] = attempt(lambda: open("/etc/planted", "w").write("x"))
+report["usr_swap"] = attempt(lambda: os.rename("/usr", "/usr-old"))
 report["root_dir"] = attempt(lambda: os.mkdir("/planted"))
+report["bin_link"] = attempt(lambda: (os.unlink("/bin"), os.symlink("/work", "/bin")))
 """,
     )
-    for key in ("pkg", "site", "stdlib", "usr", "root_dir"):
+    for key in ("pkg", "site", "stdlib", "usr", "etc"):
         # read-only mounts (and files of an owner it does not map)
         assert first[key] in (["error", "EROFS"], ["error", "EACCES"]), (key, first[key])
+    assert first["usr_swap"] == ["error", "EBUSY"]  # a mount point stays where it is
     assert first["tmp"][0] == first["work"][0] == "ok"  # its own tmpfs...
+    if detect().usable:  # the submission's root is its own too (for Volume links)
+        assert first["root_dir"][0] == first["bin_link"][0] == "ok"
     second, _ = hostile_run(
         tmp_path,
         """
-report["seen"] = [p for p in ("/tmp/sitecustomize.py", "/work/planted.py") if os.path.exists(p)]
+seen = ("/tmp/sitecustomize.py", "/work/planted.py", "/planted")
+report["seen"] = [p for p in seen if os.path.exists(p)]
+report["bin"] = os.readlink("/bin")
 report["sitecustomize"] = attempt(lambda: __import__("sitecustomize").__file__)
 """,
     )
     assert second["seen"] == []  # ...which the next run never sees
+    assert second["bin"] == "usr/bin"
     assert second["sitecustomize"] == ["error", "ModuleNotFoundError"]
     host_pkg = Path(crucible.__file__).parent
     assert not (host_pkg / "planted.py").exists()
     assert not Path(sysconfig.get_paths()["purelib"], "sitecustomize.py").exists()
+    assert not Path("/planted").exists() and os.readlink("/bin") == "usr/bin"
 
 
 # -- processes -----------------------------------------------------------------------
@@ -264,6 +274,10 @@ FLOOD = GOOD.replace(
     'xs = [float(a) for a in xs.split(",")]',
     "import sys\n    for _ in range(100):\n        sys.stdout.write('x' * (1 << 20))",
 )
+ROOT_HOG = GOOD.replace(
+    'xs = [float(a) for a in xs.split(",")]',
+    'hog = open("/hog", "wb")\n    for _ in range(64):\n        hog.write(b"x" * (8 << 20))',
+)
 LIMITED = "memory_mb = 256\npids_limit = 64\noutput_limit_kb = 1024\n"
 
 
@@ -304,6 +318,19 @@ async def test_memory_hog_fails_its_case_out_of_memory(tmp_path: Path) -> None:
     assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
     reasons = [c["reason"] for c in res["details"]["cases"]]
     assert all("ran out of memory (256 MB)" in r for r in reasons), reasons
+
+
+@pytest.mark.skipif(not detect().usable, reason="the writable root is for runs under cgroups")
+def test_filling_the_writable_root_fails_its_case_out_of_memory(tmp_path: Path) -> None:
+    """The submission's root tmpfs has no size of its own: its pages are charged to the
+    run's memory cgroup, so 512 MiB written there (256 MB allowed) fails the write or the
+    run, the case fails, and nothing is left."""
+    res = asyncio.run(run_io(io_task(tmp_path / "t", extra=LIMITED), tmp_path, ROOT_HOG))
+    assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
+    reasons = [c["reason"] for c in res["details"]["cases"]]
+    bounded = ("ran out of memory (256 MB)", "No space left on device")
+    assert all(any(b in r for b in bounded) for r in reasons), reasons
+    assert not Path("/hog").exists()
 
 
 async def test_a_100_mib_flood_is_cut_and_fails_its_case(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from crucible.modalrt.context import ENV_VAR, RuntimeConfig, read_events
+from crucible.modalrt.context import ENV_VAR, MOUNTS_VAR, RuntimeConfig, read_events
 from crucible.modalrt.trace import TIMEOUT_EXIT, Trace, build_trace
 
 DEFAULT_STATE_DIR = Path("~/.crucible/modalrt")
@@ -68,6 +68,7 @@ def prepare(
         run_dir=str(run_dir),
         secrets_file=str(Path(secrets_file).expanduser().resolve()) if secrets_file else None,
         max_containers=max_containers,
+        mounts="links" if os.environ.get(MOUNTS_VAR) == "links" else "bwrap",
     )
     src = str(Path(__file__).resolve().parents[2])  # crucible must import in the program's process
     pythonpath = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)

@@ -13,11 +13,12 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 ENV_VAR = "CRUCIBLE_MODALRT"
+MOUNTS_VAR = "CRUCIBLE_MODALRT_MOUNTS"  # "links": see mounts.py (the io stage's sandboxes)
 WORKER_VAR = "CRUCIBLE_MODALRT_WORKER"
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 SERVE_MARKER = "crucible-modal-serve: "  # the runner's line with the served URLs
@@ -32,6 +33,7 @@ class RuntimeConfig(BaseModel):
     run_dir: str  # this run's events.jsonl
     secrets_file: str | None = None
     max_containers: int = 4  # per function when the program does not say
+    mounts: Literal["bwrap", "links"] = "bwrap"  # how a Volume reaches its path (mounts.py)
 
     @property
     def events_path(self) -> Path:

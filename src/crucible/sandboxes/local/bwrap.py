@@ -157,6 +157,7 @@ class BwrapLayout:
     files: list[tuple[int, str]] = field(default_factory=list)
     chdir: str = "/"
     block_fd: int | None = None
+    writable_root: bool = False  # one-shot runs of the offline Modal runtime (oneshot.py)
 
 
 @functools.cache
@@ -278,7 +279,7 @@ def build_argv(
     # Last: nothing can be added to /dev, nor in host mode to the root, after this.
     # (Image mode's root stays writable: it is the sandbox's private overlay layer.)
     argv += ["--remount-ro", "/dev"]
-    if layout.overlay is None:
+    if layout.overlay is None and not layout.writable_root:
         argv += ["--remount-ro", "/"]
     if layout.as_pid_1:
         argv.append("--as-pid-1")

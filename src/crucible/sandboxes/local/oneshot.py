@@ -11,6 +11,10 @@ it could then signal), cgroups.py's memory/pids/CPU limits. What is new here:
   command exits, the kernel kills every process left in it), and a wall timeout;
 - the one writable place is a fresh tmpfs work folder (`workdir`, plus /tmp), sized,
   holding only the files the caller copies in (bwrap --file, from fds the host opened);
+  with `writable_root` (and cgroups, which charge its pages to the run's memory limit)
+  the root tmpfs is left writable too, for the offline Modal runtime's Volume links
+  (modalrt/mounts.py). Nothing of the host is under it: /usr, /etc and the binds
+  stay read-only mounts, and the run's output is read on the host either way;
 - the command runs only once the host has put the sandbox in its cgroups (bwrap
   --block-fd: bwrap waits before it forks the command);
 - stdout, stderr and a side channel (fd 3) are pipes the host reads with caps: past
@@ -69,6 +73,7 @@ class OneShotSpec:
     stderr_cap: int = 64 << 10  # kept; the run is killed at 16 times this
     side_cap: int = 4 << 20
     gpu: bool = False
+    writable_root: bool = False  # honoured only under cgroups (see above)
 
 
 @dataclass
@@ -140,6 +145,7 @@ def _layout(
     block_fd: int,
     file_fds: list[tuple[int, str]],
     binds: dict[str, str],
+    writable_root: bool,
 ) -> BwrapLayout:
     dirs: list[str] = []
     for dest in sorted(spec.files):
@@ -162,6 +168,7 @@ def _layout(
         files=file_fds,
         chdir=spec.workdir,
         block_fd=block_fd,
+        writable_root=writable_root,
     )
 
 
@@ -198,7 +205,9 @@ async def _run(
         if cg is None:  # no cgroups here: rlimits, set by a shell before the command
             limits = f"ulimit -v {spec.memory_mb * 1024} && ulimit -u {spec.pids}"
             command = ["/bin/sh", "-c", f'{limits} && exec "$@"', "sh", *command]
-        layout = _layout(spec, info_w, block_r, file_fds, binds)
+        layout = _layout(
+            spec, info_w, block_r, file_fds, binds, spec.writable_root and cg is not None
+        )
         argv = build_argv(bwrap, layout, env, command)
         # the side channel is fd 3 inside: bwrap passes fds it does not know on. Every fd
         # stays close-on-exec in this process (another thread may spawn meanwhile); only

@@ -156,6 +156,9 @@ def main() -> int:
         return run_script(job)
     if job["mode"] == "asgi":
         return run_asgi(job)
+    from crucible.modalrt.context import MOUNTS_VAR
+
+    os.environ[MOUNTS_VAR] = "links"  # no nested bwrap in this sandbox (modalrt/mounts.py)
     try:
         return run_serve(job, state) if job["mode"] == "serve" else run_program(job, state)
     finally:

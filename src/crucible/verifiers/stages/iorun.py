@@ -40,7 +40,12 @@ class Limits:
 
 
 def _spec(
-    command: list[str], files: dict[str, Path | bytes], env: dict[str, str], stdin: str, lim: Limits
+    command: list[str],
+    files: dict[str, Path | bytes],
+    env: dict[str, str],
+    stdin: str,
+    lim: Limits,
+    writable_root: bool = False,
 ) -> OneShotSpec:
     py = pyenv()
     return OneShotSpec(
@@ -58,6 +63,7 @@ def _spec(
         stdout_cap=lim.output_cap,
         side_cap=SIDE_CAP + 1,  # the driver cuts the event log below this
         gpu=gpu_count() > 0,  # a GPU function gets the host's GPUs, as on Modal
+        writable_root=writable_root,
     )
 
 
@@ -103,4 +109,5 @@ async def run_submission(
     `job["program"]` is its sandbox path as submitted (e.g. /app/main.py)."""
     job = {**job, "program": f"{SRC}/{job['program'].lstrip('/')}"}
     command, all_files = _driver(job, submitted_files(files))
-    return await run_oneshot(_spec(command, all_files, env, stdin, lim))
+    # a writable root for the runtime's Volume links at their mount paths (modalrt/mounts.py)
+    return await run_oneshot(_spec(command, all_files, env, stdin, lim, writable_root=True))
