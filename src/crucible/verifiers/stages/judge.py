@@ -56,6 +56,7 @@ class JudgeSpec(StageSpec):
     kind: str = "judge"
     role: StageRole = "veto"
     model: str
+    model_env: str | None = None  # an env var that, when set, names the model instead
     base_url: str | None = None
     base_url_env: str | None = None  # the env var that holds the base URL (wins over base_url)
     api_key_env: str = DEFAULT_API_KEY_ENV
@@ -68,6 +69,10 @@ class JudgeSpec(StageSpec):
     verdict_attempts: int = Field(default=2, ge=1, le=5)
     # No endpoint configured at all: "error" (model_failed) or "skip" (recorded as skipped).
     if_unconfigured: Literal["error", "skip"] = "error"
+
+    def resolved_model(self) -> str:
+        named = os.environ.get(self.model_env, "").strip() if self.model_env else ""
+        return named or self.model
 
     def _env_url(self) -> str:
         return os.environ.get(self.base_url_env, "").strip() if self.base_url_env else ""
@@ -151,8 +156,9 @@ class JudgeStage(Stage):
         messages = build_messages(
             ctx.task.instruction, contracts, ctx.submission.texts(), ctx.trace
         )
+        model = spec.resolved_model()
         config = ModelConfig(
-            model=spec.model,
+            model=model,
             base_url=base_url,
             api_key_env=spec.api_key_env,
             temperature=spec.temperature,
@@ -162,7 +168,7 @@ class JudgeStage(Stage):
             backoff_base_sec=spec.backoff_base_sec,
         )
         stage_model = StageModel(
-            model=spec.model,
+            model=model,
             base_url=base_url,
             prompt_version=PROMPT_VERSION,
             prompt_sha256=PROMPT_SHA256,
@@ -179,8 +185,7 @@ class JudgeStage(Stage):
                     return self._verdict(*parsed, stage_model, usage, contracts)
                 last = (reply.content or "")[:200]
         raise ModelFailed(
-            f"judge {spec.model!r} gave no verdict in {spec.verdict_attempts} replies; "
-            f"last: {last!r}",
+            f"judge {model!r} gave no verdict in {spec.verdict_attempts} replies; last: {last!r}",
             hint='the judge must answer {"verdict": "pass"|"veto", "reason": ...}',
         )
 
