@@ -29,8 +29,9 @@ def test_oracle_scores_one_with_every_stage(tmp_path: Path) -> None:
     v = trial(tmp_path / "jobs", "oracle")["verifier_result"]
     assert v["rewards"] == {"reward": 1.0, "contracts.present": 1.0, "io.pass_rate": 1.0,
                             "io.all_pass": 1.0}  # fmt: skip
-    io = v["stages"][-1]
+    io, judge = v["stages"][-2:]
     assert io["kind"] == "io" and io["status"] == "passed"
+    assert judge["status"] == "skipped"  # no judge endpoint configured here
     # every case: the GPU function ran in a container, once for each matrix of the case
     assert [c["remote_inputs"]["rank1"] for c in io["details"]["cases"]] == [3, 5, 1]
 
@@ -42,7 +43,7 @@ def test_nop_scores_zero(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     v = trial(tmp_path / "jobs", "nop")["verifier_result"]
     assert v["rewards"]["reward"] == 0.0 and v["rewards"]["io.all_pass"] == 0.0
-    assert "was not submitted" in v["stages"][-1]["reason"]
+    assert "was not submitted" in v["stages"][2]["reason"]
 
 
 def test_decorator_only_is_zeroed_by_the_trace(tmp_path: Path) -> None:
@@ -52,7 +53,7 @@ def test_decorator_only_is_zeroed_by_the_trace(tmp_path: Path) -> None:
     summary = run(task, tmp_path / "jobs", "deco")
     assert summary["mean_reward"] == 0.0, summary
     v = trial(tmp_path / "jobs", "deco")["verifier_result"]
-    contracts, io = v["stages"][1:]
+    contracts, io, _judge = v["stages"][1:]
     assert contracts["status"] == "passed"  # present and reached: statically it looks right
     assert io["status"] == "failed" and v["rewards"]["io.pass_rate"] == 0.0
     # the outputs match: only the trace tells the GPU function never ran remotely

@@ -95,10 +95,13 @@ class ModalProvider(Provider):
     name = "modal"
     default_concurrency = 64
 
-    def __init__(self, *, sdk: Any = None, **params: str) -> None:
+    def __init__(
+        self, *, sdk: Any = None, credentials: ModalCredentials | None = None, **params: str
+    ) -> None:
         self.params = ModalParams.parse(dict(params))
         self._sdk_module = sdk
         self._sdk: Sdk | None = None
+        self._given_creds = credentials  # else resolved (auth.py) when first connecting
         self._creds: ModalCredentials | None = None
         self._client: Any = None
         self._app: Any = None
@@ -164,7 +167,7 @@ class ModalProvider(Provider):
         sdk = self._sdk_checked()
         if self._client is not None:
             return
-        self._creds = resolve_credentials(self.params.config)
+        self._creds = self._given_creds or resolve_credentials(self.params.config)
         log.info("modal credentials from %s", self._creds.source)
         try:
             self._client = await sdk.aio(
