@@ -15,6 +15,7 @@ with the reason (tests/examples/test_translation_web.py checks its pieces regard
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import tomllib
@@ -27,8 +28,14 @@ from typer.testing import CliRunner
 
 from crucible.cli.main import app
 from crucible.contracts.reach import detect_reached_source
+from crucible.sandboxes.local import oneshot
+from crucible.sandboxes.local.cgroups import CgroupSupport
 from crucible.store.layout import iter_trial_results
-from crucible.verifiers.stages.io import IoSpec
+from crucible.tasks.loader import load_task
+from crucible.verifiers.pipeline import declared
+from crucible.verifiers.stages.base import StageContext
+from crucible.verifiers.stages.io import IoSpec, IoStage
+from crucible.verifiers.submission import Submission
 
 ROOT = Path(__file__).resolve().parents[2] / "examples" / "translation"
 WEB_TASK = "polars-lookup-web"
@@ -219,3 +226,18 @@ def test_decorator_only_ports_are_zeroed_by_the_trace(tmp_path: Path) -> None:
         assert not any(c["reason"].startswith("$") for c in io["details"]["cases"]), name
         assert all(c["remote_inputs"] == REMOTE[name] for c in io["details"]["cases"]), name
     assert WHY["svd-lowrank-gpu"] in runs_get_verbose(tmp_path / "jobs", "deco")
+
+
+def test_the_volume_task_grades_without_cgroups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the io sandbox gets no cgroups (crucible not run as root), the submission's
+    root is still writable for the Volume's link: a correct port passes, never a 0 that
+    would be crucible's gap blamed on the attempt."""
+    monkeypatch.setattr(oneshot, "detect", lambda: CgroupSupport("none", reason="test"))
+    task = load_task(copy_tasks(tmp_path, ["volume-checkpoint"]) / "volume-checkpoint")
+    io = next(s for s in declared(task)[1] if isinstance(s, IoStage))
+    sub = Submission(files={"/app/main.py": task.path / "solution" / "main.py"})
+    res = asyncio.run(io.run(StageContext(task, sub, {"reward": 1.0})))
+    assert res.components == {"pass_rate": 1.0, "all_pass": 1.0}, res.reason
+    assert all(c["evidence"]["volume"] for c in res.details["cases"])

@@ -11,10 +11,13 @@ it could then signal), cgroups.py's memory/pids/CPU limits. What is new here:
   command exits, the kernel kills every process left in it), and a wall timeout;
 - the one writable place is a fresh tmpfs work folder (`workdir`, plus /tmp), sized,
   holding only the files the caller copies in (bwrap --file, from fds the host opened);
-  with `writable_root` (and cgroups, which charge its pages to the run's memory limit)
-  the root tmpfs is left writable too, for the offline Modal runtime's Volume links
-  (modalrt/mounts.py). Nothing of the host is under it: /usr, /etc and the binds
-  stay read-only mounts, and the run's output is read on the host either way;
+  with `writable_root` the root tmpfs is left writable too, for the offline Modal
+  runtime's Volume links (modalrt/mounts.py). Nothing of the host is under it: /usr,
+  /etc and the binds stay read-only mounts, and the run's output is read on the host
+  either way. Its pages are charged to the run's memory cgroup; without cgroups (not
+  root) it is bounded like the rest of such a run, by the tmpfs default (half of RAM)
+  and the wall timeout, and it is honoured all the same: refusing it would fail a
+  correct Volume program, which is crucible's gap, never the attempt's;
 - the command runs only once the host has put the sandbox in its cgroups (bwrap
   --block-fd: bwrap waits before it forks the command);
 - stdout, stderr and a side channel (fd 3) are pipes the host reads with caps: past
@@ -73,7 +76,7 @@ class OneShotSpec:
     stderr_cap: int = 64 << 10  # kept; the run is killed at 16 times this
     side_cap: int = 4 << 20
     gpu: bool = False
-    writable_root: bool = False  # honoured only under cgroups (see above)
+    writable_root: bool = False  # see above
 
 
 @dataclass
@@ -203,11 +206,11 @@ async def _run(
         env = dict(spec.env)
         command = spec.command
         if cg is None:  # no cgroups here: rlimits, set by a shell before the command
-            limits = f"ulimit -v {spec.memory_mb * 1024} && ulimit -u {spec.pids}"
+            # (dash, Debian's sh, names the process limit -p; bash and busybox -u)
+            pids = f"{{ ulimit -u {spec.pids} 2>/dev/null || ulimit -p {spec.pids}; }}"
+            limits = f"ulimit -v {spec.memory_mb * 1024} && {pids}"
             command = ["/bin/sh", "-c", f'{limits} && exec "$@"', "sh", *command]
-        layout = _layout(
-            spec, info_w, block_r, file_fds, binds, spec.writable_root and cg is not None
-        )
+        layout = _layout(spec, info_w, block_r, file_fds, binds, spec.writable_root)
         argv = build_argv(bwrap, layout, env, command)
         # the side channel is fd 3 inside: bwrap passes fds it does not know on. Every fd
         # stays close-on-exec in this process (another thread may spawn meanwhile); only
