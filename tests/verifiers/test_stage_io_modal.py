@@ -8,6 +8,7 @@ sandbox per case, each terminated, output read back and compared."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,12 @@ from tests.verifiers.test_stages import submitted
 
 from crucible.errors import ResourcesUnavailable
 from crucible.sandboxes.modal import provider as modal_provider
+from crucible.tasks.loader import load_task
 from crucible.verifiers.pipeline import declared
 from crucible.verifiers.stages import iomodal
 from crucible.verifiers.stages.base import StageContext
 from crucible.verifiers.stages.io import IoStage
+from crucible.verifiers.submission import Submission
 
 FAKE_CLI = """import os, runpy, sys, tomllib, types
 args = sys.argv[1:]
@@ -153,3 +156,19 @@ def test_the_stage_declares_its_runtime_and_the_operator_overrides_it(
     assert iomodal.run_command(job) == (
         "modal run --quiet /work/src/app/main.py::main --xs '1; rm -rf /'"
     )
+
+
+def test_web_mode_runs_offline_even_when_modal_is_asked(
+    cloud: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The web example's io stage with CRUCIBLE_IO_RUNTIME=modal (and no io token at all):
+    served by the offline runtime, as its cases say; no Modal sandbox is made."""
+    monkeypatch.delenv(iomodal.TOKEN_ID_VAR)
+    root = Path(__file__).resolve().parents[2] / "examples" / "translation" / "polars-lookup-web"
+    task = load_task(root)
+    io = next(s for s in declared(task)[1] if isinstance(s, IoStage))
+    sub = Submission(files={"/app/main.py": root / "solution" / "main.py"})
+    res = asyncio.run(io.run(StageContext(task, sub, {"reward": 1.0})))
+    assert res.components == {"pass_rate": 1.0, "all_pass": 1.0}, res.reason
+    assert {c["runtime"] for c in res.details["cases"]} == {"offline"}
+    assert cloud.called("Sandbox.create") == []

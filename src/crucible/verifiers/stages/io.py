@@ -130,7 +130,7 @@ class IoStage(Stage):
         traces: list[str] = []
         async with contextlib.AsyncExitStack() as stack:
             runner = None
-            if chosen_runtime(self.spec.runtime) == "modal":
+            if chosen_runtime(self.spec.runtime) == "modal" and not self.web:
                 runner = await stack.enter_async_context(ModalRunner(ctx.task.name))
             for i, case in enumerate(cases):
                 results.append(await self._case(i, case, reference, ctx, program, traces, runner))
@@ -223,6 +223,7 @@ class IoStage(Stage):
         if self.web:
             out["endpoint"] = case.endpoint
         out |= {
+            "runtime": "offline",
             "evidence": {k: v for k, v in trace.evidence.items() if v},
             "remote_inputs": {f.name: f.remote_inputs for f in trace.functions},
             "gpu_backing": {f.name: f.gpu_backing for f in trace.functions if f.gpu_backing},

@@ -12,12 +12,14 @@ limits. Without those variables a run is resources_unavailable (crucible's, neve
 attempt's 0). The sandbox is on Modal's cloud, so the grading host is never reachable from
 the run; its output comes back capped, as offline. There is no runtime trace on real Modal:
 the cases' evidence says so and `require_evidence` / per-case input counts are not checked
-(the contracts gate and the judge still read the code).
+(the contracts gate and the judge still read the code). Web mode (`mode = "web"`) always
+runs offline: its cases say so.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shlex
 import uuid
@@ -88,9 +90,11 @@ def runner_image() -> tuple[str | None, Path | None, str | None]:
 
 
 def modal_toml(creds: ModalCredentials) -> str:
-    lines = ["[io]", f"token_id = {creds.token_id!r}", f"token_secret = {creds.token_secret!r}"]
+    # TOML basic strings: JSON's escaping is valid TOML for them
+    lines = ["[io]", f"token_id = {json.dumps(creds.token_id)}",
+             f"token_secret = {json.dumps(creds.token_secret)}"]  # fmt: skip
     if creds.environment:
-        lines.append(f"environment = {creds.environment!r}")
+        lines.append(f"environment = {json.dumps(creds.environment)}")
     return "\n".join([*lines, "active = true", ""])
 
 
@@ -146,8 +150,6 @@ class ModalRunner:
     ) -> OneShotResult:  # fmt: skip
         """One case of the submission through real `modal run`, in a fresh Modal Sandbox."""
         assert self._provider is not None and self._creds is not None, "use `async with`"
-        if job.get("mode") == "serve":
-            raise ResourcesUnavailable("the io stage's web mode runs offline only", hint=_HINT)
         provider, spec = self._provider, self._spec(env, lim)
         await provider.preflight()
         await provider.prepare([spec])  # built once per provider (the image cache)
