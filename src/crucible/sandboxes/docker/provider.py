@@ -302,26 +302,26 @@ class DockerProvider(Provider):
         api = await self.api()
         label = f"{LABEL_JOB}={job_id}" if job_id is not None else LABEL_JOB
         found = await self._call(api.containers, all=True, filters={"label": label})
-        removed = 0
+        # A sandbox is a trial's: its main container with any compose sidecars and holder.
+        trials: set[str] = set()
         for c in found:
             try:
                 await self._call(api.remove_container, c["Id"], force=True, v=True)
-                removed += 1
+                trials.add((c.get("Labels") or {}).get(LABEL_TRIAL) or c["Id"])
             except docker.errors.NotFound:
                 pass
             except docker.errors.APIError as e:
                 if "already in progress" not in str(e):
                     raise SandboxFailed(f"could not remove container {c['Id'][:12]}: {e}") from e
-        # A compose task's networks, once their containers are gone.
+        # A compose task's networks, once their containers are gone (part of those sandboxes).
         for net in await self._call(api.networks, filters={"label": label}):
             try:
                 await self._call(api.remove_network, net["Id"])
-                removed += 1
             except docker.errors.NotFound:
                 pass
             except docker.errors.APIError as e:
                 raise SandboxFailed(f"could not remove network {net['Name']}: {e}") from e
-        return removed
+        return len(trials)
 
     async def aclose(self) -> None:
         if self._api is not None:
