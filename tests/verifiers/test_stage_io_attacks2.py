@@ -1,0 +1,213 @@
+"""More attacks on the io stage, each by a hostile submission in a real io sandbox: trading
+a failed case for an excluded error with a forged "needs a GPU", crashing the host's
+reading of the trace, Volume mount paths aimed at the sandbox's own mounts, the
+writable root without cgroups, and reaching the reference's run from the submission's.
+(test_stage_io_attacks.py has the first set and the helpers.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+from tests.verifiers.test_stage_io import GOOD, REFERENCE, io_task, run_io
+from tests.verifiers.test_stage_io_attacks import LIMITS, hostile_run
+
+from crucible.errors import ResourcesUnavailable
+from crucible.sandboxes.local import oneshot
+from crucible.sandboxes.local.bwrap import ROOT_BYTES, bwrap_features, find_bwrap
+from crucible.sandboxes.local.cgroups import CgroupSupport
+from crucible.tasks.models import Task
+from crucible.verifiers.stages import io, iorun
+from crucible.verifiers.stages.iocases import REFERENCE_OUTPUTS
+
+COMPUTE = 'xs = [float(a) for a in xs.split(",")]'
+# the submission's own process appends to the runtime's event log, which the driver
+# hands the host as the trace: "an input of add needed a GPU"
+FORGE_GPU = (
+    "from crucible.modalrt.context import emit\n"
+    '    emit("input", function="add", via="remote", ok=False, needs_gpu=True)\n    '
+)
+
+
+def plain_task(root: Path, reference: str = REFERENCE) -> Task:
+    """A task whose io stage never asks for a GPU."""
+    return io_task(root, reference=reference, evidence="[]")
+
+
+# -- a forged "needs a GPU": a failed case must not become an excluded error ----------------
+
+
+async def test_a_forged_gpu_claim_does_not_excuse_a_wrong_answer(tmp_path: Path) -> None:
+    """Before: any trace saying "needs a GPU" raised resources_unavailable (left out of
+    the mean), so a wrong answer plus one forged event traded the 0 for a gap."""
+    wrong = GOOD.replace(COMPUTE, FORGE_GPU + COMPUTE).replace('"n": len(xs)', '"n": -1')
+    res = await run_io(plain_task(tmp_path / "t"), tmp_path, wrong)
+    assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
+    case = res["details"]["cases"][0]
+    # graded as any run: the runner's "needs a GPU" exit (6) fails it, as a wrong answer would
+    assert "exited 6: needs a GPU" in case["reason"]
+    assert "does not ask for" in case["gpu_claim_refused"]
+    # the honest form (a GPU function failing as CUDA code does here) is refused alike
+    cuda = GOOD.replace("return sum(xs)", 'raise RuntimeError("CUDA driver not found")')
+    res = await run_io(plain_task(tmp_path / "c"), tmp_path, cuda)
+    assert (
+        res["components"]["all_pass"] == 0.0 and "gpu_claim_refused" in res["details"]["cases"][0]
+    )
+
+
+async def test_a_gpu_claim_beside_a_gpu_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a host with GPUs the runtime never says "needs a GPU" (its worker sees them),
+    so such a trace there is forged: refused even for a task that asks for a GPU. (The
+    host's own count is what is switched here; the run itself gets no GPU.)"""
+    task = io_task(tmp_path / "t")  # require_evidence = ["gpu"]
+    wrong = GOOD.replace(COMPUTE, FORGE_GPU + COMPUTE).replace('"n": len(xs)', '"n": -1')
+    with pytest.raises(ResourcesUnavailable):  # no GPU here: the claim can be true
+        await run_io(task, tmp_path, wrong)
+    monkeypatch.setattr(io, "gpu_count", lambda: 1)
+    res = await run_io(task, tmp_path, wrong)
+    assert res["components"]["all_pass"] == 0.0
+    assert "had this machine's GPUs" in res["details"]["cases"][0]["gpu_claim_refused"]
+
+
+# -- the trace's bytes: nesting that would crash the host's reading of it -------------------
+
+
+async def test_a_deeply_nested_trace_event_is_dropped_not_a_crash(tmp_path: Path) -> None:
+    """An event ~990 levels deep parsed fine in a worker thread, then the judge's summary
+    (json.dumps on the event loop's deeper stack) raised RecursionError: the stage crashed."""
+    deep = (  # written raw: the submission's own json could not nest it that deep either
+        "from crucible.modalrt.context import config\n"
+        '    nest = "[" * 985 + "]" * 985\n'
+        '    line = \'{"kind": "function", "name": "add", "resources": {"gpu": %s}}\\n\' % nest\n'
+        '    open(config().events_path, "a").write(line)\n'
+        "    "
+    )
+    res = await run_io(io_task(tmp_path / "t"), tmp_path, GOOD.replace(COMPUTE, deep + COMPUTE))
+    assert res["components"] == {"pass_rate": 1.0, "all_pass": 1.0}, res["reason"]
+
+
+# -- Volume mount paths: links on the run's own root, never anything of the host -----------
+
+VOLUMES = """import json, os
+import modal
+
+app = modal.App("volumes")
+PATHS = ["/work", "/work/state", "/proc/self", "/", "/bin/x", "/lib64/ld", "/usr/lib/x",
+         "/etc/x", "data", "../../x", "/tmp/v", "/dev/shm/v", "/work/src/app/main.py"]
+fns = {}
+for i, p in enumerate(PATHS):
+    def f(p=p) -> str:
+        return os.path.realpath("/" + p.strip("/"))
+    f.__name__ = f.__qualname__ = f"f{i}"
+    vol = modal.Volume.from_name(f"v{i}", create_if_missing=True)
+    fns[p] = app.function(volumes={p: vol}, serialized=True)(f)
+
+
+@app.local_entrypoint()
+def main() -> None:
+    report = {}
+    for p, fn in fns.items():
+        try:
+            report[p] = ["ok", fn.remote()]
+        except Exception as exc:
+            report[p] = ["error", type(exc).__name__]
+    report["top"] = sorted(os.listdir("/"))
+    report["bin"] = os.readlink("/bin")
+    print(json.dumps(report))
+"""
+
+
+def test_volume_mount_paths_stay_in_the_runs_own_root(tmp_path: Path) -> None:
+    host_top, host_work = sorted(os.listdir("/")), sorted(os.listdir("/work"))
+    path = tmp_path / "sub" / "main.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(VOLUMES)
+    job = {"mode": "program", "program": "/app/main.py", "entrypoint": "main", "args": []}
+    ran = asyncio.run(iorun.run_submission({"/app/main.py": path}, job, "", {}, LIMITS))
+    assert ran.code == 0, ran.stderr.decode()[-2000:]
+    report = json.loads(ran.stdout.decode().strip().splitlines()[-1])
+    # a path that exists (its own mounts, /proc, the root) or lies on a read-only mount: refused
+    for p in ("/work", "/work/state", "/proc/self", "/", "/bin/x", "/lib64/ld", "/usr/lib/x",
+              "/etc/x", "/work/src/app/main.py"):  # fmt: skip
+        assert report[p] == ["error", "MountError"], (p, report[p])
+    # relative and `..` paths are made absolute; every link leads into the run's state
+    for p in ("data", "../../x", "/tmp/v", "/dev/shm/v"):
+        assert report[p][0] == "ok" and report[p][1].startswith("/work/state/volumes/"), p
+    assert {"data", "x"} <= set(report["top"]) and report["bin"] == "usr/bin"
+    # the host's root and /work are as they were; a later run starts from a bare root
+    assert sorted(os.listdir("/")) == host_top and sorted(os.listdir("/work")) == host_work
+    later, _ = hostile_run(tmp_path, 'report["top"] = sorted(os.listdir("/"))')
+    assert not {"data", "x"} & set(later["top"])
+
+
+# -- without cgroups: the writable root and the run's other limits still hold --------------
+
+SIZED = (b := find_bwrap()) is not None and "--size" in bwrap_features(b.path)
+
+
+@pytest.mark.skipif(not SIZED, reason="this bwrap cannot size a tmpfs (--size, 0.10+)")
+def test_without_cgroups_the_writable_root_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(oneshot, "detect", lambda: CgroupSupport("none"))
+    report, ran = hostile_run(
+        tmp_path,
+        """
+def fill(path):
+    n = 0
+    try:
+        with open(path, "wb") as f:
+            for _ in range(512):
+                f.write(b"x" * (1 << 20))
+                f.flush()
+                n += 1 << 20
+    except OSError as exc:
+        return [n, errno.errorcode.get(exc.errno or 0)]
+    return [n, "ok"]
+report["root"] = fill("/hog")
+report["tmp"] = fill("/tmp/hog")
+report["shm"] = fill("/dev/shm/hog")
+report["memory"] = attempt(lambda: len(bytearray(1 << 30)))
+""",
+    )
+    assert ran.host_uid != 0 or os.geteuid() != 0
+    assert report["root"][0] <= ROOT_BYTES and report["root"][1] == "ENOSPC"
+    assert report["tmp"][0] <= 64 << 20 and report["tmp"][1] == "ENOSPC"  # storage_mb
+    assert report["shm"][0] <= 64 << 20 and report["shm"][1] == "ENOSPC"
+    assert report["memory"] == ["error", "MemoryError"]  # ulimit -v: 512 MB
+
+
+# -- the reference's run: nothing of the submission's reaches it --------------------------
+
+VIEW = """import json, os
+seen = {d: sorted(os.listdir(d)) for d in ("/tmp", "/dev/shm")}
+seen["top"] = sorted(os.listdir("/"))
+seen["procs"] = len([p for p in os.listdir("/proc") if p.isdigit()])
+print(json.dumps(seen))
+"""
+POISON = """import os, subprocess
+    for d in ("/tmp", "/dev/shm", "/"):
+        open(os.path.join(d, "poison"), "w").write("x")
+    subprocess.Popen(["sleep", "600"], start_new_session=True)
+    subprocess.Popen(["sh", "-c", "while :; do kill -9 -1; done"], start_new_session=True)
+    print(json.dumps({"tmp": [], "shm": [], "top": [], "procs": 0}))
+    return
+    """
+
+
+async def test_the_reference_never_sees_the_submissions_run(tmp_path: Path) -> None:
+    """The reference runs before each case's submission, in a sandbox of its own: case 0's
+    submission plants files and leaves processes (one killing all it can see); case 1's
+    reference still sees a bare sandbox, so the task is not made invalid."""
+    REFERENCE_OUTPUTS.clear()
+    task = plain_task(tmp_path / "t", reference=VIEW)
+    res = await run_io(task, tmp_path, GOOD.replace(COMPUTE, POISON + COMPUTE))
+    assert res["components"]["all_pass"] == 0.0  # graded: a failed case, not task_invalid
+    views = [json.loads(v) for v in REFERENCE_OUTPUTS._data.values()]
+    assert len(views) == 2 and views[0] == views[1]
+    assert "poison" not in views[1]["top"] and views[1]["/tmp"] == views[1]["/dev/shm"] == []
