@@ -91,6 +91,21 @@ async def test_a_deeply_nested_trace_event_is_dropped_not_a_crash(tmp_path: Path
     assert res["components"] == {"pass_rate": 1.0, "all_pass": 1.0}, res["reason"]
 
 
+async def test_hostile_output_fails_its_case_without_crashing_the_stage(tmp_path: Path) -> None:
+    """An output nested past the parser's depth (RecursionError) and a number past any
+    float (OverflowError) crashed the host's comparison: verifier_failed, every case lost."""
+    hostile = GOOD.replace(
+        'print(json.dumps({"sum": add.remote(xs) + 1e-12, "n": len(xs)}))',
+        'add.remote(xs)\n    if len(xs) > 1:\n        print("[" * 5000 + "]" * 5000)\n'
+        '    else:\n        print(json.dumps({"sum": 10**400, "n": 1}))',
+    )
+    res = await run_io(io_task(tmp_path / "t"), tmp_path, hostile)
+    assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
+    deep, huge = (c["reason"] for c in res["details"]["cases"])
+    assert "nested too deeply" in deep
+    assert huge.startswith("$.sum: expected 4.0, got 1000"), huge
+
+
 # -- Volume mount paths: links on the run's own root, never anything of the host -----------
 
 VOLUMES = """import json, os
