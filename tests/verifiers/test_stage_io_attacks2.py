@@ -22,6 +22,7 @@ from crucible.sandboxes.local.cgroups import CgroupSupport
 from crucible.tasks.models import Task
 from crucible.verifiers.stages import io, iorun
 from crucible.verifiers.stages.iocases import REFERENCE_OUTPUTS
+from crucible.verifiers.stages.iotrace import MAX_WARNINGS, host_trace
 
 COMPUTE = 'xs = [float(a) for a in xs.split(",")]'
 # the submission's own process appends to the runtime's event log, which the driver
@@ -89,6 +90,25 @@ async def test_a_deeply_nested_trace_event_is_dropped_not_a_crash(tmp_path: Path
     )
     res = await run_io(io_task(tmp_path / "t"), tmp_path, GOOD.replace(COMPUTE, deep + COMPUTE))
     assert res["components"] == {"pass_rate": 1.0, "all_pass": 1.0}, res["reason"]
+
+
+def test_trace_image_warnings_cannot_amplify_into_host_memory(tmp_path: Path) -> None:
+    """Each character of a string `image_warnings` became one warning string on the host:
+    ~4 MiB of side channel (the cap) held ~4.2 million strings, ~400 MiB, per case."""
+    report, ran = hostile_run(
+        tmp_path,
+        """
+from crucible.modalrt.context import config
+line = json.dumps({"kind": "function", "name": "noop", "resources": {"image_warnings": "w" * 16000}})
+with open(config().events_path, "a") as log:
+    for _ in range(250):
+        log.write(line + "\\n")
+report["ok"] = True
+""",
+    )
+    assert report["ok"] and len(ran.side) > 250 * 16000 and ran.overflow is None
+    trace = host_trace(ran.side, "/app/main.py", "main", ran.code)
+    assert len(trace.image_warnings) <= 250 * MAX_WARNINGS  # was 4,000,000
 
 
 async def test_hostile_output_fails_its_case_without_crashing_the_stage(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from crucible.modalrt.trace import Trace, build_trace
 MAX_EVENTS = 20_000
 MAX_LINE = 16 << 10  # bytes of one event; longer lines are dropped
 MAX_TEXT = 500  # characters of any string field
+MAX_WARNINGS = 10  # image warnings kept per function event
 MAX_DEPTH = 16  # nesting of one event's JSON: the host's json.dumps of it recurses
 SUMMARY_CHARS = 6000  # the judge's text, all cases together
 EventKind = Literal[
@@ -76,6 +77,17 @@ class Event(BaseModel):
     @classmethod
     def _cut(cls, v: Any) -> Any:
         return v[:MAX_TEXT] if isinstance(v, str) else v
+
+    @field_validator("resources")
+    @classmethod
+    def _warnings(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        # build_trace makes one string per warning, all events together: a 16 KiB string
+        # there became 16,000 of them (4 MiB of log held ~400 MiB on the host)
+        if v is not None and "image_warnings" in v:
+            ws = v["image_warnings"]
+            ws = ws[:MAX_WARNINGS] if isinstance(ws, list) else []
+            v["image_warnings"] = [w[:MAX_TEXT] for w in ws if isinstance(w, str)]
+        return v
 
 
 def _too_deep(value: Any) -> bool:
