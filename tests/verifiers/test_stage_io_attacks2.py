@@ -14,13 +14,18 @@ from pathlib import Path
 import pytest
 from tests.verifiers.test_stage_io import GOOD, REFERENCE, io_task, run_io
 from tests.verifiers.test_stage_io_attacks import LIMITS, hostile_run
+from tests.verifiers.test_stage_io_modal import CLI_PATH, FAKE_CLI, cloud  # noqa: F401 (fixture)
+from tests.verifiers.test_stages import submitted
 
 from crucible.errors import ResourcesUnavailable
 from crucible.sandboxes.local import oneshot
 from crucible.sandboxes.local.bwrap import ROOT_BYTES, bwrap_features, find_bwrap
 from crucible.sandboxes.local.cgroups import CgroupSupport
 from crucible.tasks.models import Task
+from crucible.verifiers.pipeline import declared
 from crucible.verifiers.stages import io, iorun
+from crucible.verifiers.stages.base import StageContext
+from crucible.verifiers.stages.io import IoStage
 from crucible.verifiers.stages.iocases import REFERENCE_OUTPUTS
 from crucible.verifiers.stages.iotrace import MAX_WARNINGS, host_trace
 
@@ -246,3 +251,44 @@ async def test_the_reference_never_sees_the_submissions_run(tmp_path: Path) -> N
     views = [json.loads(v) for v in REFERENCE_OUTPUTS._data.values()]
     assert len(views) == 2 and views[0] == views[1]
     assert "poison" not in views[1]["top"] and views[1]["/tmp"] == views[1]["/dev/shm"] == []
+
+
+# -- real Modal (the SDK stand-in): a sandbox the submission ends is its own doing --------
+
+ENDS_ITS_SANDBOX = """import os, subprocess, sys, time
+    watcher = '''import os, time
+def cmdlines():
+    for p in os.listdir("/proc"):
+        try:
+            yield int(p), open(f"/proc/{p}/cmdline", "rb").read()
+        except (OSError, ValueError):
+            pass
+while not any(b"kept " + b"appearing" in c for p, c in cmdlines() if p != os.getpid()):
+    time.sleep(0.002)  # until the host's clean-up of the timed-out exec runs
+for p, c in cmdlines():  # then end the sandbox: its entrypoint, `sleep infinity`
+    if c.startswith(b"sleep\\\\0infinity"):
+        os.kill(p, 9)
+'''
+    # unmarked (the clean-up kills what carries the exec's marker), in a session of its own
+    env = {k: v for k, v in os.environ.items() if k != "CRUCIBLE_EXEC"}
+    subprocess.Popen([sys.executable, "-c", watcher], env=env, start_new_session=True)
+    while True:
+        time.sleep(1)
+    """
+
+
+@pytest.mark.usefixtures("cloud")  # the stand-in behind the provider, the io token set
+async def test_a_submission_that_ends_its_modal_sandbox_fails_its_case(tmp_path: Path) -> None:
+    """At the exec's timeout Modal kills only its direct process; a watcher it left kills
+    the sandbox's entrypoint as the host's clean-up of that exec runs, which then failed:
+    SandboxFailed, infrastructure, left out of the mean, instead of the attempt's 0."""
+    task = io_task(tmp_path / "task", extra='program = "/app/main.py"\n', timeout=3)
+    (stage,) = declared(task)[1]
+    assert isinstance(stage, IoStage)
+    sub = submitted(tmp_path, GOOD.replace(COMPUTE, ENDS_ITS_SANDBOX + COMPUTE))
+    sub.files[CLI_PATH] = tmp_path / "sub" / "fake_modal.py"
+    sub.files[CLI_PATH].write_text(FAKE_CLI)
+    res = (await stage.run(StageContext(task, sub, {"reward": 1.0}))).model_dump(mode="json")
+    assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
+    reasons = [c["reason"] for c in res["details"]["cases"]]
+    assert all("the Modal sandbox ended during the run" in r for r in reasons), reasons
