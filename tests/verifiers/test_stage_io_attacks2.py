@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,33 @@ async def test_hostile_output_fails_its_case_without_crashing_the_stage(tmp_path
     deep, huge = (c["reason"] for c in res["details"]["cases"])
     assert "nested too deeply" in deep
     assert huge.startswith("$.sum: expected 4.0, got 1000"), huge
+
+
+@pytest.mark.skipif(
+    resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 4096, reason="a hard fd limit under 4096"
+)
+async def test_a_submission_of_2000_files_is_graded_under_a_soft_fd_limit_of_1024(
+    tmp_path: Path,
+) -> None:
+    """A folder submission may hold 2,000 files (the collection's cap), each an fd until
+    bwrap copies it: under the common soft limit of 1,024 the run failed halfway, as a
+    crash (verifier_failed) or a sandbox_failed, by how many files the attempt sent."""
+    sub = submitted(tmp_path, GOOD)
+    for i in range(2000):
+        extra = tmp_path / "sub" / f"pkg{i % 8}" / f"m{i}.py"
+        extra.parent.mkdir(exist_ok=True)
+        extra.write_text("x = 1\n")
+        sub.files[f"/app/pkg{i % 8}/m{i}.py"] = extra
+    task = io_task(tmp_path / "t")
+    (stage,) = declared(task)[1]
+    assert isinstance(stage, IoStage)
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, limit[1]))
+    try:
+        res = await stage.run(StageContext(task, sub, {"reward": 1.0}))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, limit)
+    assert res.components == {"pass_rate": 1.0, "all_pass": 1.0}, res.reason
 
 
 # -- Volume mount paths: links on the run's own root, never anything of the host -----------

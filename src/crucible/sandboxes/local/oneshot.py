@@ -46,7 +46,15 @@ from crucible.errors import SandboxFailed
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.bwrap import BwrapLayout, build_argv, etc_snapshot, find_bwrap
 from crucible.sandboxes.local.cgroups import SandboxCgroup, detect, remove_paths
-from crucible.sandboxes.local.oneshotio import Reader, drain, feed, high_fd, readable, source_fd
+from crucible.sandboxes.local.oneshotio import (
+    Reader,
+    drain,
+    feed,
+    high_fd,
+    readable,
+    room_for_fds,
+    source_fd,
+)
 from crucible.sandboxes.local.oneshotns import Spawner
 from crucible.sandboxes.local.sandbox import gpu_devices
 
@@ -186,6 +194,7 @@ async def _run(
         opened.extend((r, w))
         return r, w
 
+    room_for_fds()
     staged = hostuid.privileged() and bool(spec.ro_binds)
     stages = staging_dirs(len(spec.ro_binds)) if staged else []
     binds = dict(zip(spec.ro_binds, stages, strict=True)) if staged else dict(spec.ro_binds)
