@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from tests.verifiers.test_stage_io import GOOD, REFERENCE, io_task, run_io
-from tests.verifiers.test_stage_io_attacks import LIMITS, hostile_run
+from tests.verifiers.test_stage_io_attacks import LIMITS, hostile, hostile_run
 from tests.verifiers.test_stage_io_modal import CLI_PATH, FAKE_CLI, cloud  # noqa: F401 (fixture)
 from tests.verifiers.test_stages import submitted
 
@@ -248,6 +248,36 @@ report["memory"] = attempt(lambda: len(bytearray(1 << 30)))
     assert report["tmp"][0] <= 64 << 20 and report["tmp"][1] == "ENOSPC"  # storage_mb
     assert report["shm"][0] <= 64 << 20 and report["shm"][1] == "ENOSPC"
     assert report["memory"] == ["error", "MemoryError"]  # ulimit -v: 512 MB
+
+
+def test_without_cgroups_the_runs_memory_is_its_processes_sum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ulimit -v` bounds each process, not the run: 4 processes of 400 MB each held
+    1.6 GB under memory_mb = 512. The host's watchdog (oneshotmem.py) ends the run."""
+    monkeypatch.setattr(oneshot, "detect", lambda: CgroupSupport("none"))
+    path = tmp_path / "sub" / "main.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        hostile("""
+import multiprocessing as mp
+def hold(q):
+    b = bytearray(400 << 20)  # under ulimit -v (512 MB), and touched: resident
+    for i in range(0, len(b), 4096):
+        b[i] = 1
+    q.put(len(b))
+    time.sleep(30)  # timing-ok: holds its memory until it is ended
+ctx = mp.get_context("fork")
+q = ctx.Queue()
+for _ in range(4):
+    ctx.Process(target=hold, args=(q,)).start()
+report["held_mb"] = sum(q.get(timeout=60) for _ in range(4)) >> 20
+""")
+    )
+    job = {"mode": "program", "program": "/app/main.py", "entrypoint": "main", "args": []}
+    ran = asyncio.run(iorun.run_submission({"/app/main.py": path}, job, "", {}, LIMITS))
+    assert ran.oom_kills == 1 and ran.code != 0 and b"held_mb" not in ran.stdout
+    assert not ran.timed_out
 
 
 # -- the reference's run: nothing of the submission's reaches it --------------------------
