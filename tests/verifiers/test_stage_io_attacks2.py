@@ -70,11 +70,18 @@ async def test_a_gpu_claim_beside_a_gpu_is_refused(
 ) -> None:
     """On a host with GPUs the runtime never says "needs a GPU" (its worker sees them),
     so such a trace there is forged: refused even for a task that asks for a GPU. (The
-    host's own count is what is switched here; the run itself gets no GPU.)"""
+    host's own count is what is switched here; the run itself gets no GPU.) Where there is
+    no GPU, a trace saying a GPU ran the inputs is corrected to the CPU it ran on."""
     task = io_task(tmp_path / "t")  # require_evidence = ["gpu"]
     wrong = GOOD.replace(COMPUTE, FORGE_GPU + COMPUTE).replace('"n": len(xs)', '"n": -1')
     with pytest.raises(ResourcesUnavailable):  # no GPU here: the claim can be true
         await run_io(task, tmp_path, wrong)
+    # nor can it say a GPU ran its inputs on a machine without one
+    last = 'print(json.dumps({"sum": add.remote(xs) + 1e-12, "n": len(xs)}))'
+    forged = FORGE_GPU.replace("needs_gpu=True", 'gpu_backing="gpu"')
+    backed = GOOD.replace(last, last + "\n    " + forged)  # after the real input's event
+    res = await run_io(task, tmp_path, backed)
+    assert res["details"]["cases"][0]["gpu_backing"] == {"add": "cpu"}
     monkeypatch.setattr(io, "gpu_count", lambda: 1)
     res = await run_io(task, tmp_path, wrong)
     assert res["components"]["all_pass"] == 0.0

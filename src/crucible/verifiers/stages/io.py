@@ -219,6 +219,9 @@ class IoStage(Stage):
         )
         code = TIMEOUT_EXIT if ran.timed_out else ran.code
         trace = await asyncio.to_thread(host_trace, ran.side, program, self.spec.entrypoint, code)
+        if gpu_count() == 0:  # no GPU ran it here, whatever its (forgeable) trace says
+            for f in trace.functions:
+                f.gpu_backing = "cpu" if f.gpu_backing else None
         refused = None
         if trace.status == "needs_gpu":
             refused = self._gpu_claim_refused(ctx)
