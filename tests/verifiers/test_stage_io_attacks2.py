@@ -19,9 +19,11 @@ from tests.verifiers.test_stage_io_modal import CLI_PATH, FAKE_CLI, cloud  # noq
 from tests.verifiers.test_stages import submitted
 
 from crucible.errors import ResourcesUnavailable
+from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.local import oneshot
 from crucible.sandboxes.local.bwrap import ROOT_BYTES, bwrap_features, find_bwrap
 from crucible.sandboxes.local.cgroups import CgroupSupport
+from crucible.sandboxes.local.provider import LocalProvider, LocalSandbox
 from crucible.tasks.models import Task
 from crucible.verifiers.pipeline import declared
 from crucible.verifiers.stages import io, iorun
@@ -164,6 +166,34 @@ async def test_a_submission_of_2000_files_is_graded_under_a_soft_fd_limit_of_102
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, limit)
     assert res.components == {"pass_rate": 1.0, "all_pass": 1.0}, res.reason
+
+
+@pytest.mark.skipif(
+    resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 4096, reason="a hard fd limit under 4096"
+)
+async def test_a_local_sandbox_made_past_fd_1023_is_still_seen_alive(tmp_path: Path) -> None:
+    """With the soft limit raised (above), a trial's sandbox made while many fds are open
+    gets a pidfd past 1023, which select() refuses: its liveness check, asked whenever
+    grading fails, raised ValueError instead of saying whose fault that was."""
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, limit[1]))
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    provider = LocalProvider()
+    try:
+        await provider.preflight()
+        box = await provider.create(SandboxSpec(job_id="fds", memory_mb=256, pids_limit=64))
+        assert isinstance(box, LocalSandbox)
+        try:
+            assert box._init_fd > 1023  # the premise
+            assert await box.alive()
+        finally:
+            await box.close()
+        assert not await box.alive()
+    finally:
+        await provider.aclose()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, limit)
 
 
 # -- Volume mount paths: links on the run's own root, never anything of the host -----------
