@@ -19,10 +19,31 @@ import os
 from collections.abc import Callable
 
 INTERVAL = 0.1
+HAS_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _children(pid: int) -> list[int]:
+    """`pid`'s children, from its threads' `children` files (CONFIG_PROC_CHILDREN)."""
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out += [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        pass  # gone meanwhile
+    return out
 
 
 def _tree(root: int) -> list[int]:
-    """`root` and its descendants, from one scan of /proc."""
+    """`root` and its descendants: only the run's processes are read where the kernel
+    lists children; else from one scan of every process's parent."""
+    if HAS_CHILDREN:
+        out, todo = [], [root]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo += _children(pid)
+        return out
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
