@@ -59,10 +59,13 @@ def main(xs: str) -> None:
 """
 
 
-def io_task(root: Path, reference: str = REFERENCE, extra: str = "", timeout: float = 60) -> Task:
+def io_task(
+    root: Path, reference: str = REFERENCE, extra: str = "", timeout: float = 60,
+    evidence: str = '["gpu"]',
+) -> Task:  # fmt: skip
     stage = ('[[metadata.crucible.stages]]\nkind = "io"\nreference = "tests/reference.py"\n'
              'cases = [{args = ["--xs", "1,2.5"]}, {args = ["--xs", "4"]}]\nrel_tol = 1e-9\nabs_tol = 1e-9\n'
-             f'require_evidence = ["gpu"]\ntimeout_sec = {timeout}\n{extra}')  # fmt: skip
+             f'require_evidence = {evidence}\ntimeout_sec = {timeout}\n{extra}')  # fmt: skip
     task = make_task(root, stage)
     (root / "tests" / "reference.py").write_text(reference)
     return task

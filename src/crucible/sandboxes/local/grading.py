@@ -42,5 +42,8 @@ class LocalGrading:
         if self._closed or self._lost or not self.init_pid:
             return False
         if self._init_fd >= 0:  # a pidfd turns readable when its process exits
-            return not select.select([self._init_fd], [], [], 0)[0]
+            # poll, not select: an fd past 1023 (oneshotio.room_for_fds) is select's error
+            poller = select.poll()
+            poller.register(self._init_fd, select.POLLIN)
+            return not poller.poll(0)
         return proc.state_of(self.init_pid) not in (None, "Z")

@@ -20,6 +20,8 @@ it could then signal), cgroups.py's memory/pids/CPU limits. What is new here:
   correct Volume program, which is crucible's gap, never the attempt's;
 - the command runs only once the host has put the sandbox in its cgroups (bwrap
   --block-fd: bwrap waits before it forks the command);
+- without cgroups, the run's memory is the sum over its processes, watched from the
+  host (oneshotmem.py): `ulimit -v` alone bounds each process, not the run;
 - stdout, stderr and a side channel (fd 3) are pipes the host reads with caps: past
   a cap the run is killed and `overflow` names the stream;
 - read-only binds of host folders the run's uid cannot reach (a Python under /root,
@@ -46,7 +48,16 @@ from crucible.errors import SandboxFailed
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.bwrap import BwrapLayout, build_argv, etc_snapshot, find_bwrap
 from crucible.sandboxes.local.cgroups import SandboxCgroup, detect, remove_paths
-from crucible.sandboxes.local.oneshotio import Reader, drain, feed, high_fd, readable, source_fd
+from crucible.sandboxes.local.oneshotio import (
+    Reader,
+    drain,
+    feed,
+    high_fd,
+    readable,
+    room_for_fds,
+    source_fd,
+)
+from crucible.sandboxes.local.oneshotmem import watch_memory
 from crucible.sandboxes.local.oneshotns import Spawner
 from crucible.sandboxes.local.sandbox import gpu_devices
 
@@ -186,6 +197,7 @@ async def _run(
         opened.extend((r, w))
         return r, w
 
+    room_for_fds()
     staged = hostuid.privileged() and bool(spec.ro_binds)
     stages = staging_dirs(len(spec.ro_binds)) if staged else []
     binds = dict(zip(spec.ro_binds, stages, strict=True)) if staged else dict(spec.ro_binds)
@@ -288,6 +300,13 @@ async def _supervise(
     loop.add_reader(pidfd, on_exit)
     timed_out = False
     init_fd = -1
+    watchdog: asyncio.Future[None] | None = None
+    mem_over: list[bool] = []
+
+    def over_mem() -> None:
+        mem_over.append(True)
+        kill()
+
     try:
         await asyncio.wait({info.eof, exited}, timeout=START_TIMEOUT, return_when="FIRST_COMPLETED")
         try:
@@ -316,6 +335,8 @@ async def _supervise(
             raise SandboxFailed(f"io sandbox: could not start the command: {exc}") from exc
         feeder = asyncio.ensure_future(asyncio.to_thread(feed, in_w, spec.stdin))
         opened.remove(in_w)
+        if cg is None:  # `ulimit -v` is per process: the run's sum is watched (oneshotmem.py)
+            watchdog = asyncio.ensure_future(watch_memory(child, spec.memory_mb << 20, over_mem))
         try:
             await asyncio.wait_for(asyncio.shield(exited), spec.timeout)
         except TimeoutError:
@@ -325,6 +346,8 @@ async def _supervise(
         await drain(readers)
         await feeder
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         loop.remove_reader(pidfd)
         kill()  # whatever is left (nothing, once bwrap's pid 1 is gone)
         for r in (*readers, info):
@@ -345,6 +368,6 @@ async def _supervise(
         side=side,
         timed_out=timed_out,
         overflow=overflow[0] if overflow else None,
-        oom_kills=cg.oom_kills() if cg is not None else 0,
+        oom_kills=cg.oom_kills() if cg is not None else len(mem_over),
         host_uid=owner[0],
     )

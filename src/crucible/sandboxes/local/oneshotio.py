@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import resource
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +47,18 @@ class Reader:
             asyncio.get_running_loop().remove_reader(self.fd)
             os.close(self.fd)
             self.eof.set_result(None)
+
+
+def room_for_fds() -> None:
+    """The soft fd limit raised to the hard one. A run holds an fd per submitted file
+    until bwrap has copied it (a folder submission may have 2,000): under a soft limit
+    of 1,024 the open or dup failed halfway, a crash (0) or a sandbox_failed (left out
+    of the mean) decided by the attempt's file count, never by crucible."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < want:
+        with contextlib.suppress(ValueError, OSError):  # above the kernel's nr_open
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 def high_fd(fd: int, opened: list[int]) -> int:

@@ -30,7 +30,8 @@ when no stage set one (iotrace.py says what a submission can forge there).
 Blame (DESIGN "Errors are data"): the submission crashing, timing out, printing no or
 too much output, running out of memory or lacking the entrypoint fails that case (the
 attempt's). The reference failing in any way is task_invalid. A case that needs a GPU
-this machine lacks is resources_unavailable (never a wrong output). The sandbox not
+this machine lacks is resources_unavailable (never a wrong output), when the task asks
+for a GPU and this machine has none (else the claim, forgeable, is ignored). The sandbox not
 starting is sandbox_failed: infrastructure, retried and left out of the mean.
 """
 
@@ -49,6 +50,7 @@ from crucible.errors import ResourcesUnavailable, TaskInvalid
 from crucible.modalrt.trace import TIMEOUT_EXIT, Trace
 from crucible.records.verifier import StageResult, StageRole
 from crucible.sandboxes.local.oneshot import OneShotResult
+from crucible.sandboxes.local.sandbox import gpu_count
 from crucible.verifiers.stages import iorun
 from crucible.verifiers.stages.base import Stage, StageContext, StageSpec
 from crucible.verifiers.stages.iocases import (
@@ -217,8 +219,14 @@ class IoStage(Stage):
         )
         code = TIMEOUT_EXIT if ran.timed_out else ran.code
         trace = await asyncio.to_thread(host_trace, ran.side, program, self.spec.entrypoint, code)
+        if gpu_count() == 0:  # no GPU ran it here, whatever its (forgeable) trace says
+            for f in trace.functions:
+                f.gpu_backing = "cpu" if f.gpu_backing else None
+        refused = None
         if trace.status == "needs_gpu":
-            raise ResourcesUnavailable(f"io stage: {program} needs a GPU this machine lacks")
+            refused = self._gpu_claim_refused(ctx)
+            if refused is None:
+                raise ResourcesUnavailable(f"io stage: {program} needs a GPU this machine lacks")
         traces.append(summary(i, trace))
         if self.web:
             out["endpoint"] = case.endpoint
@@ -231,7 +239,23 @@ class IoStage(Stage):
             "reference_sec": round(t_ref, 3),
             "host_uid": ran.host_uid,
         }
+        if refused is not None:  # graded as any run: its output decides
+            out["gpu_claim_refused"] = refused
         return self._judged(out, expected, ran, (case, trace), time.monotonic() - t0 - t_ref)
+
+    def _gpu_claim_refused(self, ctx: StageContext) -> str | None:
+        """Why a trace's "needs a GPU" is not taken (None: it is, resources_unavailable);
+        a refused claim is ignored and the case graded on its output.
+        The claim comes from the submission's sandbox and could be forged (iotrace.py) to
+        trade a failed case for an excluded error, so the host takes it only where it can
+        be true: this machine has no GPU (the runtime never claims it beside one) and the
+        task asks for one (its environment's gpus, or "gpu" evidence). A port that needs
+        a GPU the task never asked for is the attempt's failure."""
+        if gpu_count() > 0:
+            return "the run claimed it needs a GPU, but it had this machine's GPUs"
+        if "gpu" not in self.spec.require_evidence and ctx.task.config.environment.gpus <= 0:
+            return "the run needs a GPU, which the task does not ask for (none here)"
+        return None
 
     def _judged(
         self,

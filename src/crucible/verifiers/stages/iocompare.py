@@ -28,6 +28,8 @@ def parse_output(stdout: str, mode: CompareMode) -> Any:
         return json.loads(text)
     except ValueError:
         pass
+    except RecursionError:  # a hostile output nested past the parser's depth
+        raise ValueError("its output is nested too deeply") from None
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise ValueError("printed nothing")
@@ -35,6 +37,8 @@ def parse_output(stdout: str, mode: CompareMode) -> Any:
         return json.loads(lines[-1])
     except ValueError as exc:
         raise ValueError(f"its last line is not JSON: {lines[-1][:200]!r}") from exc
+    except RecursionError:
+        raise ValueError("its last line is nested too deeply") from None
 
 
 def mismatch(
@@ -44,7 +48,14 @@ def mismatch(
     if isinstance(expected, bool) or isinstance(got, bool):
         return None if expected is got else f"{path}: expected {expected!r}, got {got!r}"
     if isinstance(expected, int | float) and isinstance(got, int | float):
-        e, g = float(expected), float(got)
+        try:
+            e, g = float(expected), float(got)
+        except OverflowError:  # an int past any float: only itself matches
+            return (
+                None
+                if expected == got
+                else f"{path}: expected {_short(expected)}, got {_short(got)}"
+            )
         if math.isnan(e) and math.isnan(g):
             return None
         if e == g or math.isclose(e, g, rel_tol=rel_tol, abs_tol=abs_tol):

@@ -10,7 +10,9 @@ CRUCIBLE_IO_MODAL_TOKEN_ID / CRUCIBLE_IO_MODAL_TOKEN_SECRET (and an environment 
 CRUCIBLE_IO_MODAL_ENVIRONMENT): give it a workspace or environment of its own, with spend
 limits. Without those variables a run is resources_unavailable (crucible's, never the
 attempt's 0). The sandbox is on Modal's cloud, so the grading host is never reachable from
-the run; its output comes back capped, as offline. There is no runtime trace on real Modal:
+the run; its output comes back capped, as offline. A sandbox that its contents ended
+(the submission killed its entrypoint or filled its memory) fails the case, never a
+sandbox_failed the attempt could trade its 0 for. There is no runtime trace on real Modal:
 the cases' evidence says so and `require_evidence` / per-case input counts are not checked
 (the contracts gate and the judge still read the code). Web mode (`mode = "web"`) always
 runs offline: its cases say so.
@@ -27,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from crucible.errors import ResourcesUnavailable
+from crucible.errors import ResourcesUnavailable, SandboxFailed
 from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.local.oneshot import OneShotResult, runtime_dir
 from crucible.sandboxes.modal.auth import ModalCredentials
@@ -159,13 +161,24 @@ class ModalRunner:
                 data = host if isinstance(host, bytes) else host.read_bytes()
                 await sandbox.write_file(f"{WORKDIR}/{dest}", data)
             await sandbox.write_file(CONFIG_PATH, modal_toml(self._creds), mode=0o600)
-            res = await sandbox.exec(
-                run_command(job),
-                timeout=lim.timeout,
-                cwd=WORKDIR,
-                input=stdin or None,
-                output_cap=lim.output_cap,
-            )
+            try:
+                res = await sandbox.exec(
+                    run_command(job),
+                    timeout=lim.timeout,
+                    cwd=WORKDIR,
+                    input=stdin or None,
+                    output_cap=lim.output_cap,
+                )
+            except SandboxFailed as exc:
+                # The submission runs in this sandbox and can end it (kill its entrypoint,
+                # fill its memory), say just as its timed-out exec is cleaned up: the
+                # attempt's failed case, as grading.py blames a trial's sandbox; only a
+                # sandbox lost to Modal is infrastructure.
+                how = await sandbox.ended_by_contents()
+                if how is None:
+                    raise
+                why = f"the Modal sandbox ended during the run ({how}): {exc.message}"
+                return OneShotResult(code=-9, stdout=b"", stderr=why.encode(), side=b"")
         finally:
             await sandbox.close()
         return OneShotResult(

@@ -13,8 +13,9 @@ the judge reads it with this trace beside it. So the trace is evidence for hones
 submissions and a cross-check, never proof; the limits here only keep a forged log
 from costing the host memory, time or a crash. The same holds for the one thing that
 changes blame: a trace saying "needs a GPU" makes the case resources_unavailable (an
-excluded error, retried), so a failing submission could claim it to dodge its 0; such
-trials are reported as excluded, never as passing.
+excluded error, retried), so a failing submission could claim it to dodge its 0. The
+host takes that claim only where it can be true (io.py: no GPU here, and the task asks
+for one); elsewhere it is ignored and the case graded on its output.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from crucible.modalrt.trace import Trace, build_trace
 MAX_EVENTS = 20_000
 MAX_LINE = 16 << 10  # bytes of one event; longer lines are dropped
 MAX_TEXT = 500  # characters of any string field
+MAX_WARNINGS = 10  # image warnings kept per function event
+MAX_DEPTH = 16  # nesting of one event's JSON: the host's json.dumps of it recurses
 SUMMARY_CHARS = 6000  # the judge's text, all cases together
 EventKind = Literal[
     "start", "function", "input", "retry", "local", "volume", "app_run", "deploy", "store",
@@ -75,6 +78,29 @@ class Event(BaseModel):
     def _cut(cls, v: Any) -> Any:
         return v[:MAX_TEXT] if isinstance(v, str) else v
 
+    @field_validator("resources")
+    @classmethod
+    def _warnings(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        # build_trace makes one string per warning, all events together: a 16 KiB string
+        # there became 16,000 of them (4 MiB of log held ~400 MiB on the host)
+        if v is not None and "image_warnings" in v:
+            ws = v["image_warnings"]
+            ws = ws[:MAX_WARNINGS] if isinstance(ws, list) else []
+            v["image_warnings"] = [w[:MAX_TEXT] for w in ws if isinstance(w, str)]
+        return v
+
+
+def _too_deep(value: Any) -> bool:
+    """Nested deeper than MAX_DEPTH (walked without recursion: the line is hostile)."""
+    todo = [(value, 1)]
+    while todo:
+        v, depth = todo.pop()
+        if isinstance(v, dict | list):
+            if depth > MAX_DEPTH:
+                return True
+            todo += [(x, depth + 1) for x in (v.values() if isinstance(v, dict) else v)]
+    return False
+
 
 def parse_events(raw: bytes) -> tuple[list[dict[str, Any]], int]:
     """The valid events of a side channel's bytes, and how many lines were dropped."""
@@ -87,7 +113,10 @@ def parse_events(raw: bytes) -> tuple[list[dict[str, Any]], int]:
             dropped += 1
             continue
         try:
-            ev = Event.model_validate(json.loads(line))
+            value = json.loads(line)
+            if _too_deep(value):
+                raise ValueError("nested too deeply")
+            ev = Event.model_validate(value)
         except (ValueError, ValidationError, RecursionError):
             dropped += 1
             continue
