@@ -359,7 +359,7 @@ def cmdlines():
         except (OSError, ValueError):
             pass
 while not any(b"kept " + b"appearing" in c for p, c in cmdlines() if p != os.getpid()):
-    time.sleep(0.002)  # until the host's clean-up of the timed-out exec runs
+    time.sleep(0.002)  # timing-ok: the attack program polls for the clean-up exec, in its sandbox
 for p, c in cmdlines():  # then end the sandbox: its entrypoint, `sleep infinity`
     if c.startswith(b"sleep\\\\0infinity"):
         os.kill(p, 9)
@@ -368,7 +368,7 @@ for p, c in cmdlines():  # then end the sandbox: its entrypoint, `sleep infinity
     env = {k: v for k, v in os.environ.items() if k != "CRUCIBLE_EXEC"}
     subprocess.Popen([sys.executable, "-c", watcher], env=env, start_new_session=True)
     while True:
-        time.sleep(1)
+        time.sleep(1)  # timing-ok: the attack program waits for its timeout, in its sandbox
     """
 
 
