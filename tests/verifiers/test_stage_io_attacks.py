@@ -322,9 +322,9 @@ async def test_memory_hog_fails_its_case_out_of_memory(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not detect().usable, reason="no memory cgroup to charge the root's pages to")
 def test_filling_the_writable_root_fails_its_case_out_of_memory(tmp_path: Path) -> None:
-    """The submission's root tmpfs has no size of its own: its pages are charged to the
-    run's memory cgroup, so 512 MiB written there (256 MB allowed) fails the write or the
-    run, the case fails, and nothing is left."""
+    """512 MiB written to the submission's root (256 MB allowed): the root is sized (1 MiB,
+    where bwrap has --size) and its pages are charged to the run's memory cgroup, so the
+    write or the run fails, the case fails, and nothing is left."""
     res = asyncio.run(run_io(io_task(tmp_path / "t", extra=LIMITED), tmp_path, ROOT_HOG))
     assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
     reasons = [c["reason"] for c in res["details"]["cases"]]

