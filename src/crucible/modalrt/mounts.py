@@ -48,14 +48,12 @@ def link_mounts(volumes: Sequence[tuple[str, str]]) -> None:
         folder = config().volume_dir(name)
         folder.mkdir(parents=True, exist_ok=True)
         at = "/" + path.strip("/")
-        if os.path.islink(at) and os.readlink(at) == str(folder):
-            continue
         try:
             os.makedirs(os.path.dirname(at), exist_ok=True)
             os.symlink(folder, at)
         except FileExistsError:
             if os.path.islink(at) and os.readlink(at) == str(folder):
-                continue  # another worker of this run made it meanwhile
+                continue  # made by an earlier worker of this run
             raise MountError(
                 f"cannot mount Volume {name!r} at {at}: the path already exists here "
                 "(the io stage's runtime links a volume at its path; two volumes, or a "

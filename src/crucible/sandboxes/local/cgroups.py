@@ -188,9 +188,14 @@ class SandboxCgroup:
             return []
         return [str(d / "tasks") for d in self.dirs.values()]
 
-    def add(self, pid: int) -> None:
+    def add(self, pid: int, *, inner: bool = False) -> None:
+        """Move `pid` into the sandbox's groups; with `inner`, on v1 into INNER too,
+        where the run's own limits are (a one-shot run's command, oneshot.py)."""
+        paths = list(self._procs)
+        if inner:
+            paths += [str(p / "cgroup.procs") for p in (self.inner, self.mem_inner) if p]
         data = str(pid).encode()
-        for path in self._procs:
+        for path in paths:
             fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
             try:
                 os.write(fd, data)

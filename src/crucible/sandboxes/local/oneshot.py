@@ -326,10 +326,9 @@ async def _supervise(
             init_fd = os.pidfd_open(child)
             opened.append(init_fd)
             if cg is not None:
-                cg.add(child)  # bwrap forks the command only after the byte below
-                for inner in (cg.inner, cg.mem_inner):  # v1: the run's limits are INNER's
-                    if inner is not None:
-                        (inner / "cgroup.procs").write_text(str(child))
+                # bwrap forks the command only after the byte below; v1: the run's
+                # limits are INNER's
+                cg.add(child, inner=True)
             os.write(block_w, b"1")
         except OSError as exc:
             kill()

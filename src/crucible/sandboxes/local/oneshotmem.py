@@ -34,16 +34,8 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _tree(root: int) -> list[int]:
-    """`root` and its descendants: only the run's processes are read where the kernel
-    lists children; else from one scan of every process's parent."""
-    if HAS_CHILDREN:
-        out, todo = [], [root]
-        while todo:
-            pid = todo.pop()
-            out.append(pid)
-            todo += _children(pid)
-        return out
+def _parent_table() -> dict[int, list[int]]:
+    """Every process's children, from one scan of every process's parent."""
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -54,11 +46,18 @@ def _tree(root: int) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
         children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def _tree(root: int) -> list[int]:
+    """`root` and its descendants: only the run's processes are read where the kernel
+    lists children; else from one scan of every process's parent."""
+    table = None if HAS_CHILDREN else _parent_table()
     out, todo = [], [root]
     while todo:
         pid = todo.pop()
         out.append(pid)
-        todo += children.get(pid, [])
+        todo += _children(pid) if table is None else table.get(pid, [])
     return out
 
 

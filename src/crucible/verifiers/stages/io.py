@@ -206,13 +206,13 @@ class IoStage(Stage):
         else:
             job |= {"entrypoint": self.spec.entrypoint, "args": case.args}
         out: dict[str, Any] = {"case": i, "args": case.args[:20]}
+        timing = {"reference_cached": cached, "reference_sec": round(t_ref, 3)}
         if runner is not None:  # real Modal: no trace (iomodal.py)
             ran = await runner.run(
                 ctx.submission.files, job, case.stdin, self._env(), self.spec.limits()
             )
             traces.append(f"case {i}: ran on real Modal (`modal run`); no runtime trace")
-            out |= {"runtime": "modal", "evidence": "not recorded on real Modal",
-                    "reference_cached": cached, "reference_sec": round(t_ref, 3)}  # fmt: skip
+            out |= {"runtime": "modal", "evidence": "not recorded on real Modal", **timing}
             return self._judged(out, expected, ran, None, time.monotonic() - t0 - t_ref)
         ran = await iorun.run_submission(
             ctx.submission.files, job, case.stdin, self._env(), self.spec.limits()
@@ -235,8 +235,7 @@ class IoStage(Stage):
             "evidence": {k: v for k, v in trace.evidence.items() if v},
             "remote_inputs": {f.name: f.remote_inputs for f in trace.functions},
             "gpu_backing": {f.name: f.gpu_backing for f in trace.functions if f.gpu_backing},
-            "reference_cached": cached,
-            "reference_sec": round(t_ref, 3),
+            **timing,
             "host_uid": ran.host_uid,
         }
         if refused is not None:  # graded as any run: its output decides

@@ -52,6 +52,11 @@ CODE_CHARS = 60_000  # of all submitted files together
 TRACE_CHARS = 20_000
 
 
+def _env(name: str | None) -> str:
+    """The value of environment variable `name`, stripped ("" when unset or unnamed)."""
+    return os.environ.get(name, "").strip() if name else ""
+
+
 class JudgeSpec(StageSpec):
     kind: str = "judge"
     role: StageRole = "veto"
@@ -71,11 +76,10 @@ class JudgeSpec(StageSpec):
     if_unconfigured: Literal["error", "skip"] = "error"
 
     def resolved_model(self) -> str:
-        named = os.environ.get(self.model_env, "").strip() if self.model_env else ""
-        return named or self.model
+        return _env(self.model_env) or self.model
 
     def _env_url(self) -> str:
-        return os.environ.get(self.base_url_env, "").strip() if self.base_url_env else ""
+        return _env(self.base_url_env)
 
     def unconfigured(self) -> str | None:
         """Why no endpoint is configured (None when one is): base_url_env names a variable
