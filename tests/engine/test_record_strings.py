@@ -181,3 +181,26 @@ def test_carrier_beside_an_honest_trial_on_docker(
     tmp_path: Path, docker_engine: None, carrier: str
 ) -> None:
     run_and_resume(tmp_path, carrier, "docker")
+
+
+def test_a_trial_whose_folder_cannot_be_made_never_stops_the_job(
+    tmp_path: Path, buildah: None
+) -> None:
+    """A task folder named 254 bytes long: its trial folder ("<name>__0") is past
+    NAME_MAX, so the trial can neither run nor write a record. Before the fix the
+    OSError left run_trial, the job died with a traceback and the honest trial next to
+    it was not counted; now it is crucible's failure (sandbox_failed, left out of the
+    mean), the honest trial is counted, and a resume runs the lost one again."""
+    data = dataset(tmp_path / "tasks", ["honest"])
+    long = data / ("n" * 254)
+    (data / "honest").rename(long)
+    dataset(data, ["honest"])
+    jobs = tmp_path / "jobs"
+    for args in (("run", str(data), "--job-name", "j"), ("run", "--resume", "j")):
+        res = crucible(*args, "--env", "local", "--jobs-dir", str(jobs), "--max-retries", "0",
+                       "--json")  # fmt: skip
+        assert res.returncode == 0, res.stderr[-3000:]
+        summary = json.loads(res.stdout)
+        assert summary["outcomes"] == {"graded": 1, "sandbox_failed": 1}, summary
+        assert summary["mean_reward"] == 1.0 and summary["n_excluded"] == 1
+    assert "File name too long" in (jobs / "j" / "job.log").read_text()
