@@ -140,8 +140,12 @@ def test_no_control_character_reaches_the_terminal(fake_openai: FakeOpenAI, tmp_
     ):
         out = crucible(*args, "--jobs-dir", jobs)
         clean(out, " ".join(args))
+    # the text around the sequences is still shown, inert
     shown = crucible("runs", "get", "j", "--trial", "judge-reason__0", "--jobs-dir", jobs)
-    assert "fake port" in shown and "gnp.exe" in shown, shown  # the text stays, inert
+    assert "fake port" in shown and "gnp.exe" in shown, shown
+    shown = crucible("runs", "get", "j", "--trial", "stage-reason__0", "--jobs-dir", jobs)
+    assert "exited 1" in shown, shown
+    assert "name-x" in run, run  # the task name, in the summary table
     clean(crucible("tasks", "check", str(data)), "tasks check")
     # --json is JSON-escaped: the controls are there, as \\u escapes only
     as_json = crucible(
