@@ -156,3 +156,29 @@ def test_no_control_character_reaches_the_terminal(fake_openai: FakeOpenAI, tmp_
 
 
 __all__ = ["fake_openai"]
+
+
+def test_every_cli_printer_goes_through_the_safe_console() -> None:
+    """The one place: cli/common.py's SafeConsole and write_text. A command that wrote
+    with print(), typer.echo, sys.stdout.write or a Console of its own would bypass it;
+    only JSON (escaped by json.dumps) and the version line may go out directly."""
+    import ast
+
+    cli = REPO / "src" / "crucible" / "cli"
+    direct: list[str] = []
+    for path in sorted(cli.rglob("*.py")):
+        if path.name == "common.py" and path.parent == cli:
+            continue
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.Call):
+                continue
+            call = ast.get_source_segment(source, node) or ""
+            func = ast.get_source_segment(source, node.func) or ""
+            if func in ("print", "typer.echo", "Console", "rich.console.Console") or func.endswith(
+                ("stdout.write", "stderr.write")
+            ):
+                if "json.dumps(" in call or "__version__" in call:
+                    continue
+                direct.append(f"{path.relative_to(REPO)}:{node.lineno}: {call[:80]}")
+    assert not direct, "printed past SafeConsole/write_text:\n" + "\n".join(direct)
