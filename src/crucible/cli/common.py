@@ -5,21 +5,55 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
 from rich.markup import escape
+from rich.segment import Segment
+from rich.text import Text
 from typer.core import TyperCommand
 
 from crucible.errors import AuthError, CrucibleError, ExitCode, ProviderUnavailable
+from crucible.records.text import terminal_safe
+
+
+class SafeConsole(Console):
+    """A console that never hands a terminal a control character of the text it prints.
+
+    Every string a command shows may come from a sandbox, a task or a model (a stage's
+    reason quotes the submission's stderr; task names, judge reasons, log tails), so the
+    text of every segment passes `terminal_safe` after layout, whatever the renderable
+    (a table cell, a progress line, a markup string). What is removed takes no cells,
+    so tables stay aligned. crucible's own styles are not text and stay; a link style
+    (OSC 8, from markup a name smuggled in) is dropped: no command prints links.
+    Rich's own control segments (cursor moves of the progress display) pass as they are.
+    """
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        # Before rich reads it: its Text drops BEL itself, which would leave an OSC
+        # unterminated for the segment filter to take too much after.
+        return super().render_str(terminal_safe(text), **kwargs)
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        for seg in super().render(renderable, options):
+            if seg.control:
+                yield seg
+                continue
+            text, style = terminal_safe(seg.text), seg.style
+            if style is not None and style.link:
+                style = style.update_link(None)
+            yield seg if text is seg.text and style is seg.style else Segment(text, style)
 
 
 def _console(stderr: bool) -> Console:
     # Piped output (CI logs, files) gets room for wide tables instead of rich's 80 columns.
     stream = sys.stderr if stderr else sys.stdout
     wide = not stream.isatty() and "COLUMNS" not in os.environ
-    return Console(stderr=stderr, width=160 if wide else None)
+    return SafeConsole(stderr=stderr, width=160 if wide else None)
 
 
 console = _console(stderr=False)
@@ -67,8 +101,18 @@ def fail_from(exc: CrucibleError, *, as_json: bool = False) -> NoReturn:
 
 
 def print_json(data: Any) -> None:
+    # json.dumps escapes every control character and everything past ASCII (ensure_ascii),
+    # so JSON output is terminal-safe as it is; lone surrogates become \\udcff escapes.
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()
+
+
+def write_text(text: str, *, stderr: bool = False) -> None:
+    """Plain text (log lines, a Markdown report) to stdout, through `terminal_safe`:
+    what prints without rich prints through here."""
+    stream = sys.stderr if stderr else sys.stdout
+    stream.write(terminal_safe(text))
+    stream.flush()
 
 
 try:  # typer >= 0.22 ships its own copy of click

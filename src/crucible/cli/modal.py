@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from crucible.cli.common import EXIT_CODES_HELP, fail
+from crucible.cli.common import EXIT_CODES_HELP, fail, write_text
 from crucible.errors import ExitCode
 
 MODAL_EXIT_HELP = (
@@ -109,7 +109,7 @@ def serve_cmd(
             program, state_dir=state_dir, secrets_file=secrets, trace_path=trace, echo=True
         ) as served:
             for name, url in served.urls.items():
-                sys.stdout.write(f"{name}: {url}\n")
+                write_text(f"{name}: {url}\n")
             sys.stdout.flush()
             stop = threading.Event()
             # Ctrl-C or SIGTERM ends the block, which stops the program and writes the trace.

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import typer
 
-from crucible.cli.common import JobsDirOpt, JsonOpt, console, fail, print_json
+from crucible.cli.common import JobsDirOpt, JsonOpt, console, fail, print_json, write_text
 from crucible.errors import ExitCode
+from crucible.records.text import terminal_safe
 
 
 class Format(enum.StrEnum):
@@ -130,10 +131,10 @@ def report(
         from crucible.reports.tables import render_rich
 
         if output:
-            from rich.console import Console
+            from crucible.cli.common import SafeConsole
 
-            with output.open("w") as fh:
-                Console(file=fh, width=160, no_color=True).print(render_rich(rep, 160))
+            with output.open("w", encoding="utf-8") as fh:
+                SafeConsole(file=fh, width=160, no_color=True).print(render_rich(rep, 160))
         else:
             console.print(render_rich(rep, console.width))
     if output and not as_json:
@@ -141,7 +142,7 @@ def report(
 
 
 def _emit(text: str, output: Path | None) -> None:
-    if output:
-        output.write_text(text)
+    if output:  # a Markdown report is read in a terminal too (`cat`)
+        output.write_text(terminal_safe(text), encoding="utf-8")
     else:
-        typer.echo(text, nl=not text.endswith("\n"))
+        write_text(text if text.endswith("\n") else text + "\n")

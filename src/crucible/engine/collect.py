@@ -17,6 +17,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 
 from crucible.errors import SandboxFailed
+from crucible.records.text import storable_text
 from crucible.sandboxes.base import Sandbox
 from crucible.sandboxes.collect.collector import (
     Budget,
@@ -27,7 +28,6 @@ from crucible.sandboxes.collect.collector import (
     collect_entry,
 )
 from crucible.sandboxes.collect.manifest import ARTIFACTS
-from crucible.sandboxes.collect.sink import printable
 from crucible.store.layout import (
     COLLECT_MANIFEST,
     LOGS_VERIFIER,
@@ -76,10 +76,10 @@ class TrialCollector:
             if not await sandbox.alive():
                 raise
             record = sink.record
-            record.error = printable(exc.message)[:1000]
+            record.error = storable_text(exc.message)[:1000]
         except Exception as exc:  # logs are best effort; the reward is not
             record = sink.record
-            record.error = printable(f"{type(exc).__name__}: {exc}")[:1000]
+            record.error = storable_text(f"{type(exc).__name__}: {exc}")[:1000]
         self.manifest.folders.append(record)
         self._warn(record)
         return record

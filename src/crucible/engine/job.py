@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from uuid import uuid4
 
 from crucible.agents.base import Agent
 from crucible.engine.scheduler import Scheduler, backoff_delay
@@ -220,6 +221,8 @@ class JobRunner:
                 self._record(self._read_result(plan) or self._cancelled_result(plan))
                 await sched.release(pool)
                 continue
+            except Exception as exc:  # the trial could not run or write its record at all
+                result = self._unrecorded_result(plan, retries, exc)
             finally:
                 self._running.discard(task)
             if self._should_retry(result, retries):
@@ -304,6 +307,27 @@ class JobRunner:
             error=ErrorInfo(kind=ErrorKind.cancelled, type="Cancelled", message="not started"),
             started_at=now,
             finished_at=now,
+        )
+
+    def _unrecorded_result(self, plan: TrialPlan, retries: int, exc: Exception) -> TrialResult:
+        """A trial that raised out of run_trial (its folder cannot be made, say: a task
+        folder name near NAME_MAX, "__0" added) is crucible's failure, counted as such: one
+        trial never stops the job. It has no record on disk, so a resume runs it again."""
+        from crucible.records.text import storable_text
+        from crucible.records.trial import ErrorInfo
+
+        why = storable_text(f"the trial could not run or be recorded: {type(exc).__name__}: {exc}")
+        self.log.error(f"{plan.trial_name}: {why}"[:2000])
+        out = self._cancelled_result(plan)
+        return out.model_copy(
+            update={
+                "id": str(uuid4()),
+                "outcome": ErrorKind.sandbox_failed.value,
+                "retries": retries,
+                "error": ErrorInfo(
+                    kind=ErrorKind.sandbox_failed, type=type(exc).__name__, message=why[:2000]
+                ),
+            }
         )
 
     def _failed_while_cancelling(self, result: TrialResult) -> TrialResult:

@@ -53,7 +53,7 @@ from crucible.store.layout import (
     LOGS_ARTIFACTS,
     LOGS_VERIFIER,
     VERIFIER_DIR,
-    dump,
+    storable_dump,
     write_json_atomic,
 )
 from crucible.store.logs import TRIAL_LOG, FileLog
@@ -162,8 +162,7 @@ async def run_trial(
         _fail(result, exc, log, run.phase)
     except Exception as exc:  # a provider's unexpected exception is still its failure
         _fail(result, SandboxFailed(f"{type(exc).__name__}: {exc}"), log, run.phase, exc)
-    _finish(result, trial_dir, log, t0)
-    return result
+    return _finish(result, trial_dir, log, t0)
 
 
 @dataclass
@@ -372,8 +371,14 @@ def _fail(
         result.verifier_result.rewards = None
 
 
-def _finish(result: TrialResult, trial_dir: Path, log: FileLog, t0: float) -> None:
+def _finish(result: TrialResult, trial_dir: Path, log: FileLog, t0: float) -> TrialResult:
+    """Write the final record and return it: the record as written (escaped where a
+    string could not be stored as it was), which the job then counts and indexes."""
     result.finished_at = utcnow()
     log.info(f"outcome {result.outcome}; reward {result.reward}; {time.monotonic() - t0:.3f}s")
+    record, text, warnings = storable_dump(result)
+    for w in warnings:
+        log.warning(f"result.json: {w}")
     log.close()
-    write_json_atomic(trial_dir / "result.json", dump(result))
+    write_json_atomic(trial_dir / "result.json", text)
+    return record

@@ -32,8 +32,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from crucible.records.job import JobConfig
+from crucible.records.text import storable_text
 from crucible.records.trial import TrialResult, utcnow
-from crucible.sandboxes.collect.sink import printable
 from crucible.store.layout import AGENT_DIR, SANDBOX_DIR, VERIFIER_DIR, dump, write_json_atomic
 from crucible.store.logs import TRIAL_LOG
 
@@ -126,8 +126,8 @@ def _walk(root: Path, rel_prefix: str, kind: str, tt: TraceTrial, plan: Plan) ->
             p = d / name
             rel = f"{rel_prefix}/{p.relative_to(root).as_posix()}"
             st = p.lstat()
-            if printable(rel) != rel:  # a sandbox's name, not UTF-8: JSON cannot hold it
-                tt.skipped.append(Skipped(path=printable(rel), reason="name is not UTF-8"))
+            if storable_text(rel) != rel:  # a sandbox's name, not UTF-8: JSON cannot hold it
+                tt.skipped.append(Skipped(path=storable_text(rel), reason="name is not UTF-8"))
             elif stat.S_ISLNK(st.st_mode):
                 tt.skipped.append(Skipped(path=rel, reason=f"symlink to {os.readlink(p)}"))
             elif not stat.S_ISREG(st.st_mode):

@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 
 from crucible.errors import ModelFailed
+from crucible.records.text import storable
 from crucible.records.usage import Usage
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
@@ -80,7 +81,7 @@ class ToolCall:
     def parsed_arguments(self) -> dict[str, Any] | None:
         """The arguments as a dict, or None when the model wrote invalid JSON."""
         try:
-            value = json.loads(self.arguments or "{}")
+            value = storable(json.loads(self.arguments or "{}"))
         except json.JSONDecodeError:
             return None
         return value if isinstance(value, dict) else None
@@ -279,7 +280,7 @@ class ModelClient:
                 f"model endpoint refused the request: HTTP {status}: {text[:500]}", hint=hint
             )
         try:
-            data = response.json()
+            data = storable(response.json())  # a "\udcff" escape is valid JSON
         except ValueError as exc:
             raise _Retryable(f"reply is not JSON: {response.text[:200]!r}") from exc
         content, calls, finish, usage = _parse_reply(data)

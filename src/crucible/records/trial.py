@@ -132,6 +132,9 @@ class TrialResult(BaseModel):
     # A multi-step task's steps in the order they ran (those after a failed gate are absent);
     # the trial's rewards then come from them by multi_step_reward_strategy.
     steps: list[StepResult] | None = None
+    # Why this record is not exactly what the trial produced: strings no record can
+    # hold (a lone surrogate) were escaped to write it (records/text.py); None: it is.
+    record_warnings: list[str] | None = None
 
     @property
     def graded(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from collections.abc import Iterable
 from datetime import datetime
@@ -17,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from crucible.records.job import JobConfig
+from crucible.records.text import storable_text
 from crucible.records.trial import TrialResult, utcnow
 from crucible.store.layout import INDEX_NAME
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -71,7 +75,9 @@ def trial_row(r: TrialResult) -> tuple[Any, ...]:
     duration = (
         (r.finished_at - r.started_at).total_seconds() if r.started_at and r.finished_at else None
     )
-    return (
+    # storable: the folders are the record and already are; a row made from a record
+    # built in memory (a test's, a caller's) must not take the batch down with it
+    return tuple(storable_text(v) if isinstance(v, str) else v for v in (
         r.job_id,
         r.trial_name,
         r.task_name,
@@ -79,7 +85,7 @@ def trial_row(r: TrialResult) -> tuple[Any, ...]:
         r.task_checksum,
         r.outcome,
         r.reward,
-        json.dumps(rewards) if rewards is not None else None,
+        json.dumps(rewards) if rewards is not None else None,  # ASCII: escapes everything
         r.error.kind.value if r.error else None,
         r.error.message[:2000] if r.error else None,
         r.retries,
@@ -87,7 +93,7 @@ def trial_row(r: TrialResult) -> tuple[Any, ...]:
         _iso(r.started_at),
         _iso(r.finished_at),
         duration,
-    )
+    ))  # fmt: skip
 
 
 def connect(jobs_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
@@ -173,15 +179,29 @@ class Index:
 
     # trials ---------------------------------------------------------------
     def write_trials(self, results: Iterable[TrialResult]) -> int:
+        """Upsert the rows of `results`, in one transaction; if that fails, row by row,
+        leaving out (and logging) any row that cannot be written: one trial's row never
+        costs the others theirs (the folders stay the record; a resume reconciles)."""
         rows = [trial_row(r) for r in results]
-        if rows:
+        sql = f"INSERT OR REPLACE INTO trials ({TRIAL_COLUMNS}) VALUES ({','.join('?' * 15)})"
+        if not rows:
+            return 0
+        try:
             with self.conn:
-                self.conn.executemany(
-                    f"INSERT OR REPLACE INTO trials ({TRIAL_COLUMNS}) "
-                    f"VALUES ({','.join('?' * 15)})",
-                    rows,
-                )
-        return len(rows)
+                self.conn.executemany(sql, rows)
+            return len(rows)
+        except (sqlite3.InterfaceError, sqlite3.DataError, sqlite3.IntegrityError, ValueError):
+            pass
+        written = 0
+        for row in rows:
+            try:
+                with self.conn:
+                    self.conn.execute(sql, row)
+                written += 1
+            except (sqlite3.InterfaceError, sqlite3.DataError, sqlite3.IntegrityError,
+                    ValueError) as exc:  # fmt: skip
+                log.warning("index: trial row %r not written: %s", row[1], exc)
+        return written
 
     def delete_trials(self, job_id: str, trial_names: Iterable[str]) -> None:
         with self.conn:

@@ -26,11 +26,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel
 
 from crucible.records.job import JobConfig, JobSummary
+from crucible.records.text import named, storable, storable_model, storable_text
 from crucible.records.trial import TrialResult
+
+M = TypeVar("M", bound=BaseModel)
+WARNINGS_FIELD = "record_warnings"  # where a record says it was written with escapes
+# What a record that cannot be written even escaped keeps: who it is and how it ended.
+BARE_FIELDS = ("schema_version", "id", "task_name", "trial_name", "job_id", "attempt",
+               "task_checksum", "source", "agent_info", "outcome", "error", "retries",
+               "started_at", "finished_at", "tampered_paths")  # fmt: skip
 
 JOBS_DIR_ENV = "CRUCIBLE_JOBS_DIR"
 INDEX_NAME = "index.sqlite"
@@ -54,7 +63,7 @@ def default_jobs_dir() -> Path:
 def write_json_atomic(path: Path, data: str) -> None:
     """Write via a temp file and rename, so a crash never leaves half a file."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(data)
+    tmp.write_text(data, encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -93,4 +102,43 @@ def iter_trial_results(jdir: Path) -> list[TrialResult]:
 
 
 def dump(model: BaseModel) -> str:
-    return model.model_dump_json(indent=2)
+    return storable_dump(model)[1]
+
+
+def storable_dump(model: M) -> tuple[M, str, list[str]]:
+    """The record as JSON, never raising over what it holds: (the record written, its
+    text, warnings). A string no record can hold (a lone surrogate that got past the
+    parse points) is escaped in a copy, which says so in `record_warnings` where the
+    model has that field; a value that still cannot be written leaves a bare record
+    (BARE_FIELDS) that says why. The caller logs the warnings."""
+    try:
+        return model, model.model_dump_json(indent=2), []
+    except ValueError:  # PydanticSerializationError: text UTF-8 cannot hold, say
+        pass
+    warnings: list[str] = []
+    try:
+        clean, places = storable_model(model)
+        warnings.append(
+            f"strings no record can hold were escaped at: {named(places)}"
+            if places
+            else "the record could not be written as it was"
+        )
+        clean = _warned(clean, warnings)
+        return clean, clean.model_dump_json(indent=2), warnings
+    except ValueError as exc:
+        why = storable_text(f"{type(exc).__name__}: {exc}"[:500])
+        warnings.append(f"the record could not be written whole, only its outcome: {why}")
+        failed = exc
+    data = model.model_dump(mode="python", include=set(BARE_FIELDS))
+    try:  # a trial's record: who it is and how it ended still count
+        bare = _warned(type(model).model_validate(storable(data)), warnings)
+        return bare, bare.model_dump_json(indent=2), warnings
+    except ValueError:  # a model with no bare form (job.json)
+        raise failed from None
+
+
+def _warned(model: M, warnings: list[str]) -> M:
+    if WARNINGS_FIELD not in type(model).model_fields:
+        return model
+    earlier = getattr(model, WARNINGS_FIELD) or []
+    return model.model_copy(update={WARNINGS_FIELD: [*earlier, *warnings]})

@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple, TextIO
 
+from crucible.records.text import storable_text
 from crucible.records.trial import utcnow
 
 TRIAL_LOG = "trial.log"
@@ -24,7 +25,8 @@ class LogLine(NamedTuple):
 
 def format_line(level: str, message: str, when: datetime | None = None) -> str:
     ts = (when or utcnow()).isoformat(timespec="milliseconds")
-    msg = message.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "")
+    # storable: a message may quote a sandbox's string (a file name that is not UTF-8)
+    msg = storable_text(message).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "")
     return f"{ts} {level.upper()} {msg}\n"
 
 
@@ -48,7 +50,7 @@ class FileLog:
 
     def write(self, level: str, message: str) -> None:
         if self._fh is None:
-            self._fh = self.path.open("a", buffering=1)
+            self._fh = self.path.open("a", buffering=1, encoding="utf-8")
         self._fh.write(format_line(level, message))
 
     def info(self, message: str) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from crucible.errors import TaskInvalid
+from crucible.records.text import storable_text
 from crucible.tasks.compose import check_compose
 from crucible.tasks.host_env import resolve_task_env
 from crucible.tasks.models import Task, TaskConfig
@@ -62,7 +63,7 @@ def format_invalid(check: TaskCheck) -> str:
 def check_task(path: Path) -> TaskCheck:
     """Check the task directory at `path`, collecting every problem rather than stopping at one."""
     path = Path(path)
-    check = TaskCheck(path=path, name=path.resolve().name)
+    check = TaskCheck(path=path, name=storable_text(path.resolve().name))  # a folder's bytes
     if not path.exists():
         check.problems.append(Problem(path=path, message="no such file or directory"))
         return check

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from crucible.errors import VerifierFailed
+from crucible.records.text import storable
 
 REWARD_DIR = "/logs/verifier"
 REWARD_JSON = f"{REWARD_DIR}/reward.json"
@@ -29,7 +30,7 @@ def _finite(key: str, value: object) -> float:
 
 def _load_object(text: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
+        data = storable(json.loads(text))  # a "\udcff" escape is valid JSON, not storable
     except ValueError as exc:  # JSONDecodeError, or an integer past Python's digit limit
         raise VerifierFailed(f"reward.json is not valid JSON: {str(exc)[:200]}") from exc
     except RecursionError as exc:

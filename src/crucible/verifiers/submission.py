@@ -15,6 +15,7 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crucible.records.text import storable_text
 from crucible.sandboxes.base import Sandbox
 from crucible.sandboxes.collect.collector import Budget, Sink, collect
 from crucible.sandboxes.collect.manifest import Limits
@@ -93,7 +94,9 @@ async def collect_submission(sandbox: Sandbox, paths: list[str], trial_dir: Path
         if path.endswith("/"):
             found = sorted(p for p in host.rglob("*.py") if _regular(p)) if host else []
             for p in found:
-                name = posixpath.join(path, p.relative_to(host).as_posix())  # type: ignore[arg-type]
+                # a name that is not UTF-8 is stored (and placed for a stage) escaped
+                rel = storable_text(p.relative_to(host).as_posix())  # type: ignore[arg-type]
+                name = posixpath.join(path, rel)
                 if name not in cut:
                     sub.files[name] = p
             if not found:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from crucible.cli.common import JsonOpt, err_console, fail, print_json
+from crucible.cli.common import JsonOpt, err_console, fail, print_json, write_text
 from crucible.cli.runs.common import (
     JobIdArg,
     JobsDirOpt,
@@ -119,7 +118,6 @@ def _write_verifier_tails(job_path: Path, trials: list[str]) -> None:
     from crucible.store.layout import iter_trial_results
     from crucible.store.log_reader import verifier_tail
 
-    out = sys.stdout
     shown = 0
     for r in sorted(iter_trial_results(job_path), key=lambda r: r.trial_name):
         if trials and not any(r.trial_name.startswith(t) for t in trials):
@@ -130,18 +128,14 @@ def _write_verifier_tails(job_path: Path, trials: list[str]) -> None:
         if not tail or shown >= 20:
             continue
         if not shown:
-            out.write("--- verifier output (last lines) of trials that errored or scored 0 ---\n")
+            write_text("--- verifier output (last lines) of trials that errored or scored 0 ---\n")
         shown += 1
         why = f"{r.outcome}" + (f": {r.error.message.splitlines()[0]}" if r.error else "")
-        out.write(f"{r.trial_name} ({why})\n" + "".join(f"  | {ln}\n" for ln in tail))
-    out.flush()
+        write_text(f"{r.trial_name} ({why})\n" + "".join(f"  | {ln}\n" for ln in tail))
 
 
 def _write_lines(entries: list[Any]) -> None:
-    out = sys.stdout
-    for e in entries:
-        out.write(e.format() + "\n")
-    out.flush()
+    write_text("".join(e.format() + "\n" for e in entries))
 
 
 def _follow(
@@ -154,8 +148,7 @@ def _follow(
     from crucible.store.queries import current_status, pid_alive
 
     def emit(e: Entry) -> None:
-        sys.stdout.write((json.dumps(e.to_json()) if as_json else e.format()) + "\n")
-        sys.stdout.flush()
+        write_text((json.dumps(e.to_json()) if as_json else e.format()) + "\n")
 
     start: str | CursorState | None = cursor
     if tail is not None and cursor is None:
@@ -199,9 +192,8 @@ def _follow(
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
     if as_json:
-        sys.stdout.write(
+        write_text(
             json.dumps({"event": "end", "status": last_status["status"], "cursor": end}) + "\n"
         )
-        sys.stdout.flush()
     else:
         err_console.print(f"job {last_status['status']}", style="dim")

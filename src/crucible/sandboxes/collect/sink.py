@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal, Protocol
 
+from crucible.records.text import storable_text
 from crucible.sandboxes.collect.manifest import (
     CHUNK,
     LINK_TEXT,
@@ -58,15 +59,6 @@ def entry_type(mode: int) -> EntryType:
         if test(mode):
             return name  # type: ignore[return-value]
     return "other"
-
-
-def printable(text: str) -> str:
-    """A name as JSON can hold it: bytes that are not UTF-8 become \\xNN escapes."""
-    try:
-        text.encode()
-        return text
-    except UnicodeEncodeError:
-        return os.fsencode(text).decode("utf-8", "backslashreplace")
 
 
 def host_name_ok(name: str) -> bool:
@@ -124,10 +116,10 @@ class Sink:
             self.record.notes_dropped += 1
             return
         if target is not None:
-            target = printable(target[:LINK_TEXT]) + ("…" if len(target) > LINK_TEXT else "")
+            target = storable_text(target[:LINK_TEXT]) + ("…" if len(target) > LINK_TEXT else "")
         self.record.notes.append(
             Note(
-                path=printable(self.path(rel)),
+                path=storable_text(self.path(rel)),
                 type=kind,
                 size=size,
                 target=target,

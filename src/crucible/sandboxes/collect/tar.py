@@ -16,8 +16,9 @@ import os
 import tarfile
 from collections.abc import Iterable
 
+from crucible.records.text import storable_text
 from crucible.sandboxes.collect.manifest import CHUNK, EntryType
-from crucible.sandboxes.collect.sink import Full, Sink, host_name_ok, printable
+from crucible.sandboxes.collect.sink import Full, Sink, host_name_ok
 from crucible.sandboxes.streams import ChunkReader, StreamCap
 
 _KINDS: tuple[tuple[str, EntryType], ...] = (
@@ -86,7 +87,7 @@ def collect_tar(chunks: Iterable[bytes], sink: Sink, *, strip: int, cap: int | N
     except Full:
         pass
     except tarfile.TarError as exc:
-        sink.record.error = printable(f"unreadable tar stream: {exc}")
+        sink.record.error = storable_text(f"unreadable tar stream: {exc}")
     finally:
         raw.close()
         sink.close()

@@ -17,6 +17,7 @@ import tarfile
 from collections.abc import Iterable
 from typing import Any
 
+from crucible.records.text import storable_text
 from crucible.sandboxes.docker.files import dirs_tar
 from crucible.sandboxes.streams import ChunkReader
 
@@ -94,7 +95,7 @@ def system_changes(diff: list[dict[str, Any]] | None) -> list[str]:
     for path, kind in sorted(entries):
         if not _is_system(path) or (kind == 0 and path in parents):
             continue
-        out.append(f"{_KIND.get(kind, 'changed')} {path}")
+        out.append(f"{_KIND.get(kind, 'changed')} {storable_text(path)}")
     if len(out) > MAX_CHANGES:
         return [*out[:MAX_CHANGES], f"... {len(out) - MAX_CHANGES} more"]
     return out

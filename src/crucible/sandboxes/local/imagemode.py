@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.errors import ProviderUnavailable, SandboxFailed, TaskInvalid
+from crucible.records.text import storable
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, bwrap_features, find_bwrap
 from crucible.sandboxes.local.images import Rootfs
 
@@ -333,8 +334,8 @@ class ImageMode:
                     if path not in skip:
                         found.append(path)
                 if len(found) >= CHANGED_CAP:
-                    return sorted(found)[:CHANGED_CAP]
-        return sorted(found)
+                    return storable(sorted(found)[:CHANGED_CAP])
+        return storable(sorted(found))  # names the agent chose: not UTF-8, maybe
 
 
 def _is_dir_below(root: Path, rel: str) -> bool:

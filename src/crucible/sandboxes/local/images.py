@@ -371,12 +371,15 @@ class ImageStore:
 
 def _progress():  # type: ignore[no-untyped-def]
     from rich.console import Console
+    from rich.markup import escape
+
+    from crucible.records.text import terminal_safe
 
     console = Console(stderr=True)
 
-    def say(msg: str) -> None:
+    def say(msg: str) -> None:  # msg quotes a task's build output: hostile text
         log.info("%s", msg)
-        console.print(f"[dim]local:[/] {msg}", highlight=False)
+        console.print(f"[dim]local:[/] {escape(terminal_safe(msg))}", highlight=False)
 
     return say
 

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from crucible.modalrt.trace import Trace, build_trace
+from crucible.records.text import storable
 
 MAX_EVENTS = 20_000
 MAX_LINE = 16 << 10  # bytes of one event; longer lines are dropped
@@ -125,7 +126,7 @@ def parse_events(raw: bytes) -> tuple[list[dict[str, Any]], int]:
         ):
             dropped += 1
             continue
-        events.append(ev.model_dump(exclude_none=True))
+        events.append(storable(ev.model_dump(exclude_none=True)))  # "\udcff" is valid JSON
     return events, dropped
 
 

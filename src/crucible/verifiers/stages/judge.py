@@ -32,6 +32,7 @@ from pydantic import Field
 from crucible.errors import ModelFailed, VerifierFailed
 from crucible.llm.client import DEFAULT_API_KEY_ENV, ModelClient, ModelConfig
 from crucible.llm.pricing import cost_usd
+from crucible.records.text import storable
 from crucible.records.usage import Usage
 from crucible.records.verifier import StageModel, StageResult, StageRole
 from crucible.verifiers.stages.base import Stage, StageContext, StageSpec
@@ -139,7 +140,7 @@ def parse_verdict(content: str | None) -> tuple[str, str] | None:
     if start < 0 or end <= start:
         return None
     try:
-        data = json.loads(text[start : end + 1])
+        data = storable(json.loads(text[start : end + 1]))
     except ValueError:
         return None
     if not isinstance(data, dict):
