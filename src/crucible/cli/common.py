@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
 import typer
@@ -64,6 +65,22 @@ def fail_from(exc: CrucibleError, *, as_json: bool = False) -> NoReturn:
     if isinstance(exc, ProviderUnavailable):
         fail(ExitCode.BACKEND, "backend", exc.message, hint=exc.hint, as_json=as_json)
     fail(ExitCode.ERROR, str(exc.kind), exc.message, hint=exc.hint, as_json=as_json)
+
+
+def warn_skipped(skipped: Iterable[object], *, as_json: bool = False) -> None:
+    """One warning on stderr per bad trial record a view left out (store/trial_load.py):
+    its path and why (a JSON line under --json). Stdout stays what was asked for."""
+    for s in dict.fromkeys(str(s) for s in skipped):  # once each, in order
+        text = s.encode("utf-8", "backslashreplace").decode()
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        if as_json:
+            sys.stderr.write(
+                json.dumps({"warning": "trial_record_skipped", "message": text}) + "\n"
+            )
+        else:
+            err_console.print(
+                f"[yellow]warning[/]: trial record skipped: {escape(text)}", highlight=False
+            )
 
 
 def print_json(data: Any) -> None:

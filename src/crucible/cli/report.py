@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from crucible.cli.common import JobsDirOpt, JsonOpt, console, fail, print_json
+from crucible.cli.common import JobsDirOpt, JsonOpt, console, fail, print_json, warn_skipped
 from crucible.errors import ExitCode
 
 
@@ -89,6 +89,7 @@ def report(
                 hint="`crucible runs list` shows the jobs; --jobs-dir picks another folder.",
                 as_json=as_json,
             )
+    warn_skipped([s for job in loaded for s in job.skipped], as_json=as_json)
     options = MetricOptions(
         errors_as=errors_as.value,
         threshold=threshold,
