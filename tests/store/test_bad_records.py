@@ -126,6 +126,8 @@ def test_runs_list_and_get_skip_bad_records(bad_job: Path, jobs_dir: Path, index
     one = cli("runs", "get", "mixed", "--jobs-dir", str(jobs_dir), "--trial", "good__0")
     assert "good__0" in one.stdout
     assert_warned(one.stderr, bad_job, bad_folders())
+    logs = cli("runs", "logs", "mixed", "--jobs-dir", str(jobs_dir))
+    assert_warned(logs.stderr, bad_job, bad_folders())
 
 
 @pytest.fixture
