@@ -157,3 +157,16 @@ def test_token_file(tmp_path: Path, jobs_dir: Path) -> None:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+@pytest.mark.parametrize("path", ["//evil.example/x", "/\\evil.example/x", "/%2F%2Fevil"])
+def test_the_token_redirect_stays_on_the_site(server: ViewerServer, path: str) -> None:
+    with socket.create_connection(("127.0.0.1", port_of(server)), timeout=10) as sock:
+        req = f"GET {path}?token={server.gate.token} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        sock.sendall((req + "Connection: close\r\n\r\n").encode())
+        head = sock.recv(65536).split(b"\r\n\r\n")[0].decode().splitlines()
+    location = next(
+        ln.split(":", 1)[1].strip() for ln in head if ln.lower().startswith("location:")
+    )
+    assert head[0].split()[1] == "302"
+    assert location.startswith("/") and location[1:2] not in ("/", "\\"), location

@@ -125,10 +125,13 @@ class TokenGate:
             if not any(self.matches(v) for v in in_url):
                 return Verdict(False, 403, "wrong token")
             rest = urlencode([(k, v) for k, v in query if k != QUERY_KEY])
+            path = parts.path if parts.path.startswith("/") else "/"
+            if path[1:2] in ("/", "\\"):  # "//host" and "/\\host" leave the site
+                path = "/"
             return Verdict(
                 True,
                 set_cookie=(f"{self.cookie_name}={self.token}; Path=/; HttpOnly; SameSite=Strict"),
-                redirect=urlunsplit(("", "", parts.path or "/", rest, "")) if redirect else None,
+                redirect=urlunsplit(("", "", path, rest, "")) if redirect else None,
             )
         auth = headers.get("Authorization") or ""
         if auth[:7].lower() == "bearer ":
