@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("records",),
     # docs/ is the documentation index the terminal agent's docs tool searches, so it
     # sits below agents/ (DESIGN.md lists it beside skills/, which only the CLI uses).
-    ("tasks", "store", "docs", "contracts", "modalrt"),
+    ("tasks", "store", "docs", "contracts", "modalrt", "webauth"),
     ("sandboxes",),
     ("llm",),
     ("agents",),

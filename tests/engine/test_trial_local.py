@@ -98,8 +98,10 @@ async def test_tests_absent_during_agent_phase(tmp_path: Path) -> None:
         ("echo passed > /logs/verifier/reward.txt", "verifier_failed", None),
         ("echo '{\"reward\": NaN}' > /logs/verifier/reward.json", "verifier_failed", None),
         # both present: reward.json wins
-        ("echo 0 > /logs/verifier/reward.txt; echo '{\"reward\": 0.75, \"x\": 2}' > /logs/verifier/reward.json",
+        ("echo 0 > /logs/verifier/reward.txt; echo '{\"reward\": 0.75, \"x\": 0.25}' > /logs/verifier/reward.json",
          "graded", 0.75),
+        # every key is a reward: one outside the task's range [0, 1] fails the grading
+        ("echo '{\"reward\": 0.75, \"x\": 2}' > /logs/verifier/reward.json", "verifier_failed", None),
         ("echo 0.5 > /logs/verifier/reward.txt; exit 3", "graded", 0.5),  # exit code does not matter
     ],
 )  # fmt: skip

@@ -151,3 +151,19 @@ def test_quantile_linear_interpolation() -> None:
     assert quantile([5.0], 0.9) == 5.0
     assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
     assert quantile([10.0, 0.0, 20.0], 0.9) == pytest.approx(18.0)
+
+
+def test_means_and_sds_of_values_near_max_float_do_not_overflow() -> None:
+    # fsum(1.5e308, 1.5e308) raises OverflowError; divided first, the mean is finite
+    from crucible.metrics.stats import mean
+
+    assert mean([1.5e308, 1.5e308]) == 1.5e308
+    assert mean([1.5e308, -1.5e308, 1.0]) == pytest.approx(1 / 3)
+    sd = sample_sd([1e300, -1e300])
+    assert sd is not None and math.isfinite(sd) and sd == pytest.approx(math.sqrt(2) * 1e300)
+    assert sample_sd([0.5, 0.5, 0.5]) == 0.0
+    # a value that is not finite is left out, never spread into the mean
+    assert mean([1.0, math.inf, math.nan, 0.0]) == 0.5
+    assert mean([math.nan]) is None
+    est = mean_se([1.5e308, 1.5e308, 1.5e308], "runs")
+    assert est.mean == 1.5e308 and est.se == 0.0

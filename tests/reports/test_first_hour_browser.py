@@ -69,7 +69,7 @@ async def test_trial_page_as_seen(
     )
     async with Browser(chromium) as b:
         await b.send("Emulation.setDeviceMetricsOverride", VIEWPORT)
-        await b.goto(server.url + "/#/job/fh/trial/alpha__0")
+        await b.goto(server.url + "#/job/fh/trial/alpha__0")
         await b.wait_for(
             "!!document.querySelector('#why pre') && !!document.querySelector('.tool-call')"
         )

@@ -219,3 +219,17 @@ def test_running_job_with_partial_records(make_job: JobFactory, jobs_dir: Path) 
     res = run_cli("report", "live", "--jobs-dir", str(jobs_dir), "--json")
     job = json.loads(res.stdout)["jobs"][0]
     assert job["status"] == "running" and job["overall"]["n_trials"] == 2 and job["n_planned"] == 4
+
+
+@pytest.mark.parametrize("declared", [None, [0, 100]])
+def test_intervals_are_cut_to_0_1_only_for_tasks_in_0_1(
+    make_job: JobFactory, jobs_dir: Path, declared: list[int] | None
+) -> None:
+    md = {"t": {"crucible": {"reward_range": declared}}} if declared else None
+    make_job("ci", {"t": [1.0, 0.0, 1.0], "u": [1.0, 1.0, 0.0]}, metadata=md)
+    res = run_cli("report", "ci", "--jobs-dir", str(jobs_dir), "--format", "markdown")
+    assert res.exit_code == 0, res.output
+    high = json.loads(run_cli("report", "ci", "--jobs-dir", str(jobs_dir), "--json").stdout)
+    ci_high = high["jobs"][0]["overall"]["rewards"]["reward"]["ci_high"]
+    assert ci_high > 1.0  # three runs: the t interval is wide
+    assert ("1.000]" in res.stdout) == (declared is None), res.stdout

@@ -28,7 +28,8 @@ TRAJ = [
 
 @pytest.fixture
 def client(server: ViewerServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url.rstrip("/"), timeout=10) as c:
+    auth = {"Authorization": f"Bearer {server.gate.token}"}
+    with httpx.Client(base_url=server.base_url.rstrip("/"), headers=auth, timeout=10) as c:
         yield c
 
 
@@ -127,7 +128,11 @@ def raw_get(client: httpx.Client, path: str) -> tuple[int, str]:
     """GET `path` byte for byte (HTTP clients normalise '..' away before sending)."""
     host, port = client.base_url.host, client.base_url.port
     with socket.create_connection((host, port or 80), timeout=10) as sock:
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        auth = client.headers["Authorization"]
+        sock.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
@@ -191,7 +196,8 @@ def test_empty_and_missing_jobs_dir(tmp_path: Path) -> None:
     th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     th.start()
     try:
-        data = httpx.get(srv.url + "api/jobs", timeout=10).json()
+        auth = {"Authorization": f"Bearer {srv.gate.token}"}
+        data = httpx.get(srv.base_url + "api/jobs", headers=auth, timeout=10).json()
         assert data["jobs"] == []
         assert json.dumps(data)
     finally:
@@ -229,10 +235,16 @@ def test_crucible_view_command_serves_the_jobs_dir(built_jobs: None, jobs_dir: P
             line = proc.stdout.readline().decode()
             if not line:
                 break
-            if m := re.search(r"http://127\.0\.0\.1:\d+/", line):
+            if m := re.search(r"http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9_-]+", line):
                 url = m.group(0)
-        assert url, "the viewer did not print its URL"
-        data = httpx.get(url + "api/jobs", timeout=10).json()
+        assert url, "the viewer did not print its URL with a token"
+        base = url.split("?")[0]
+        assert httpx.get(base + "api/jobs", timeout=10).status_code == 401
+        with httpx.Client(timeout=10) as browser:  # as a browser: the URL, then the cookie
+            first = browser.get(url)
+            assert first.status_code == 302 and first.headers["location"] == "/"
+            assert "HttpOnly" in first.headers["set-cookie"]
+            data = browser.get(base + "api/jobs").json()
         assert {j["job_id"] for j in data["jobs"]} == {"done", "live"}
     finally:
         proc.terminate()

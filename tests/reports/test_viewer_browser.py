@@ -43,6 +43,12 @@ async def test_viewer_in_chromium(
     live = make_job("live", {"alpha": [1.0], "beta": []}, status="running", attempts=2)
     async with Browser(chromium) as b:
         await b.goto(server.url)
+        # the token came once in the URL: it is gone from the address bar, kept in a
+        # cookie no script can read, and a request without the cookie gets nothing
+        assert await b.eval("location.href") == server.base_url
+        assert server.gate.token not in await b.eval("document.cookie")
+        refused = await b.eval("fetch('/api/jobs', {credentials: 'omit'}).then(r => r.status)")
+        assert refused == 401
         # jobs list
         await b.wait_for("document.querySelectorAll('#jobs tbody tr').length === 2")
         assert await b.eval(

@@ -16,7 +16,7 @@ from rich.text import Text
 from typer.core import TyperCommand
 
 from crucible.errors import AuthError, CrucibleError, ExitCode, ProviderUnavailable
-from crucible.records.text import terminal_safe
+from crucible.records.text import storable_text, terminal_safe
 
 
 class SafeConsole(Console):
@@ -98,6 +98,21 @@ def fail_from(exc: CrucibleError, *, as_json: bool = False) -> NoReturn:
     if isinstance(exc, ProviderUnavailable):
         fail(ExitCode.BACKEND, "backend", exc.message, hint=exc.hint, as_json=as_json)
     fail(ExitCode.ERROR, str(exc.kind), exc.message, hint=exc.hint, as_json=as_json)
+
+
+def warn_skipped(skipped: Iterable[object], *, as_json: bool = False) -> None:
+    """One warning on stderr per bad trial record a view left out (store/trial_load.py):
+    its path and why (a JSON line under --json). Stdout stays what was asked for."""
+    for s in dict.fromkeys(str(s) for s in skipped):  # once each, in order
+        text = storable_text(s)  # err_console strips control characters (SafeConsole)
+        if as_json:
+            sys.stderr.write(
+                json.dumps({"warning": "trial_record_skipped", "message": text}) + "\n"
+            )
+        else:
+            err_console.print(
+                f"[yellow]warning[/]: trial record skipped: {escape(text)}", highlight=False
+            )
 
 
 def print_json(data: Any) -> None:

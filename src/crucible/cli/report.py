@@ -7,7 +7,15 @@ from pathlib import Path
 
 import typer
 
-from crucible.cli.common import JobsDirOpt, JsonOpt, console, fail, print_json, write_text
+from crucible.cli.common import (
+    JobsDirOpt,
+    JsonOpt,
+    console,
+    fail,
+    print_json,
+    warn_skipped,
+    write_text,
+)
 from crucible.errors import ExitCode
 from crucible.records.text import terminal_safe
 
@@ -90,6 +98,7 @@ def report(
                 hint="`crucible runs list` shows the jobs; --jobs-dir picks another folder.",
                 as_json=as_json,
             )
+    warn_skipped([s for job in loaded for s in job.skipped], as_json=as_json)
     options = MetricOptions(
         errors_as=errors_as.value,
         threshold=threshold,

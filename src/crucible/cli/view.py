@@ -22,15 +22,35 @@ def view(
     ),
     no_open: bool = typer.Option(False, "--no-open", help="Do not open a browser."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every request."),
+    token_file: Path | None = typer.Option(
+        None,
+        "--token-file",
+        help="Read the access token from this file (mode 600), or, when it does not exist, "
+        "write the new random token there (for scripts). Default: a new token each start.",
+    ),
 ) -> None:
     """Browse jobs, then tasks, then trials: instruction, trajectory, verifier
-    output, rewards and timings. Pages refresh while a job runs. Ctrl-C stops."""
+    output, rewards and timings. Pages refresh while a job runs. Ctrl-C stops.
+
+    Every request needs the token printed in the URL (as Jupyter does), even on
+    127.0.0.1: local sandboxes and other processes reach loopback too. The browser
+    gets it once from the URL, then keeps it in a cookie; scripts send
+    `Authorization: Bearer TOKEN`."""
     from crucible.reports.viewer import ViewerServer
     from crucible.store.layout import default_jobs_dir
+    from crucible.webauth.token import TokenError, new_token, read_token_file, write_token_file
 
     root = (jobs_dir or default_jobs_dir()).resolve()
+    token = new_token()
     try:
-        server = ViewerServer(root, host, port, verbose=verbose)
+        if token_file is not None and token_file.exists():
+            token = read_token_file(token_file)
+        elif token_file is not None:
+            write_token_file(token_file, token)
+    except (TokenError, OSError) as exc:
+        fail(ExitCode.USAGE, "usage", f"--token-file: {exc}")
+    try:
+        server = ViewerServer(root, host, port, verbose=verbose, token=token)
     except OSError as exc:
         fail(ExitCode.ERROR, "bind", f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     if not root.is_dir():

@@ -27,6 +27,7 @@ from crucible.records.verifier import VerifierResult
 from crucible.sandboxes.base import ExecResult, Sandbox
 from crucible.store.logs import FileLog
 from crucible.tasks.models import Task
+from crucible.verifiers.rewards import check_range
 from crucible.verifiers.script import PRELUDE_FAILED, prepare_grading, read_rewards, run_verifier
 
 T = TypeVar("T")
@@ -119,10 +120,12 @@ def record_grade(
     timeout_sec: float,
     log: FileLog,
     hold: Callable[[VerifierResult], None],
+    reward_range: tuple[float, float],
 ) -> VerifierResult:
     """Write test.sh's output to crucible's own folder `own` (made here: never one the
     sandbox shares), then read the rewards into a VerifierResult. `hold` gets it first, so
-    a reward that cannot be read (VerifierFailed) leaves the exit code on record."""
+    a reward that cannot be read, or lies outside `reward_range` (VerifierFailed), leaves
+    the exit code on record."""
     own.mkdir(parents=True)
     (own / "test-stdout.txt").write_text(
         res.stdout + (f"\n--- stderr ---\n{res.stderr}" if res.stderr else "")
@@ -130,6 +133,9 @@ def record_grade(
     record = VerifierResult(exit_code=res.exit_code)
     hold(record)
     record.rewards, details = rewards_of(res, verifier_dir, timeout_sec)
+    # The task's range, after the details are split off: a reward outside it (1.5e308,
+    # whose sum with itself is inf) is the attempt's failure, never a score.
+    check_range(record.rewards, *reward_range, source="the test script's reward")
     if details:  # Harbor's reward.json may carry strings beside its numbers
         record.details = details
         log.warning(

@@ -35,6 +35,7 @@ from crucible.store.layout import (
     write_json_atomic,
 )
 from crucible.store.logs import JOB_LOG, FileLog
+from crucible.store.trial_load import BadRecord, Skipped, load_trial_result
 from crucible.tasks.models import Task
 
 
@@ -109,12 +110,15 @@ class JobRunner:
 
     def _load_finished(self) -> None:
         wanted = {trial_name_for(t.name, a) for t in self.tasks for a in range(self.cfg.attempts)}
-        for r in iter_trial_results(self.job_dir):
+        skipped: list[Skipped] = []
+        for r in iter_trial_results(self.job_dir, skipped):
             if r.trial_name not in wanted or r.outcome == ErrorKind.cancelled.value:
                 continue
             if self.options.retry_errors and not r.graded:
                 continue
             self.results[r.trial_name] = r
+        for bad in skipped:  # run again, as a trial without a record
+            self.log.warning(f"trial record skipped, the trial runs again: {bad}")
 
     # -- control ---------------------------------------------------------------
     def cancel(self) -> None:
@@ -287,8 +291,8 @@ class JobRunner:
     def _read_result(self, plan: TrialPlan) -> TrialResult | None:
         path = self.job_dir / plan.trial_name / "result.json"
         try:
-            return TrialResult.model_validate_json(path.read_text())
-        except (OSError, ValueError):
+            return load_trial_result(path)  # the one tolerant reader: a bad record is none
+        except BadRecord:
             return None
 
     def _cancelled_result(self, plan: TrialPlan) -> TrialResult:

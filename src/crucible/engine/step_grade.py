@@ -45,6 +45,7 @@ from crucible.tasks.sections import VerifierMode
 from crucible.verifiers.pipeline import (
     FetchSubmission,
     has_stages,
+    reward_range,
     run_pipeline,
     submission_paths,
 )
@@ -131,7 +132,9 @@ class StepGrader:
             record.verifier_result = graded
 
         own = folder / VERIFIER_DIR
-        graded = record_grade(res, verifier_dir, own, view.verifier_timeout_sec, self.log, hold)
+        graded = record_grade(
+            res, verifier_dir, own, view.verifier_timeout_sec, self.log, hold, reward_range(view)
+        )
         if submission is not None:
             await run_pipeline(view, graded, _given(submission), self.log)
         record.verifier.finished_at = utcnow()

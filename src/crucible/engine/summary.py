@@ -13,6 +13,7 @@ from collections import Counter
 from crucible.metrics.aggregate import pass_at_k_table
 from crucible.metrics.model import DEFAULT_THRESHOLD, MetricOptions
 from crucible.metrics.records import Attempt
+from crucible.metrics.stats import mean as stats_mean
 from crucible.records.job import JobSummary
 from crucible.records.trial import TrialResult
 
@@ -35,7 +36,7 @@ def summarize(
     # A trial that broke its own grading counts as 0 (an agent cannot trade a 0
     # for a gap); infrastructure failures are left out, and counted.
     scored = [v for r in results if (v := r.counted_reward) is not None]
-    mean = sum(scored) / len(scored) if scored else None
+    mean = stats_mean(scored)  # rewards are in the task's range: this never overflows
     passk = pass_at_k_table([_attempt(r) for r in results], MetricOptions(threshold=threshold))
     return JobSummary(
         job_id=job_id,

@@ -61,6 +61,7 @@ from crucible.tasks.sections import VerifierMode
 from crucible.verifiers.pipeline import (
     FetchSubmission,
     has_stages,
+    reward_range,
     run_pipeline,
     submission_paths,
 )
@@ -337,7 +338,7 @@ class _TrialRun:
 
         own = self.trial_dir / VERIFIER_DIR  # crucible's; never shares a folder with the sandbox's
         graded_record = record_grade(
-            res, verifier_dir, own, task.verifier_timeout_sec, self.log, hold
+            res, verifier_dir, own, task.verifier_timeout_sec, self.log, hold, reward_range(task)
         )
         # -- host-side verifier stages (verifiers/pipeline.py): gate, score or veto the
         # rewards just read. A stage that cannot run raises its error kind from here.

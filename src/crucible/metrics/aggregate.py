@@ -53,10 +53,18 @@ def primary_key(keys: Sequence[str], options: MetricOptions) -> str | None:
     return keys[0] if keys else None
 
 
+def _mean_of(values: list[float]) -> float:
+    m = mean(values)  # values are finite (score drops the rest): never None here
+    return 0.0 if m is None else m
+
+
 def score(r: Scored, key: str, options: MetricOptions) -> float | None:
     """The value a trial contributes for `key`, or None when it is left out."""
     if r.graded:
-        return r.rewards.get(key) if r.rewards else None
+        v = r.rewards.get(key) if r.rewards else None
+        # A stored reward that is not finite is a bad record (the loaders skip it, with
+        # a warning); one that still reaches here is left out, never summed into inf.
+        return v if v is not None and math.isfinite(v) else None
     if options.errors_as == "zero":
         return 0.0
     if options.errors_as == "blame":  # the attempt's own failures are a 0, infra is a gap
@@ -99,8 +107,8 @@ def _reward_stats(
         if ckey is not None:
             task_cluster.setdefault(r.task, group_value(r.metadata, ckey))
     tasks = sorted(by_task)
-    task_means = [math.fsum(by_task[t]) / len(by_task[t]) for t in tasks]
-    run_means = [math.fsum(v) / len(v) for _, v in sorted(by_run.items())]
+    task_means = [_mean_of(by_task[t]) for t in tasks]
+    run_means = [_mean_of(v) for _, v in sorted(by_run.items())]
     conf = options.confidence
     runs_est = mean_se(run_means, "runs", conf)
     tasks_est = mean_se(task_means, "tasks", conf)
@@ -178,24 +186,35 @@ def _cost(records: Sequence[TrialRecord]) -> CostStats:
         name: sum(getattr(t, name) for t in with_tokens)
         for name in ("input", "cache_read", "cache_write", "output")
     }
-    total = math.fsum(known) if known else None
+    total = _total(known)
     judged = [r for r in records if r.verifier_tokens is not None]
     judged_usd = [r.verifier_cost_usd for r in judged if r.verifier_cost_usd is not None]
     return CostStats(
         verifier_n_judged=len(judged),
         verifier_tokens_total=sum(r.verifier_tokens or 0 for r in judged),
-        verifier_total_usd=math.fsum(judged_usd) if judged_usd else None,
-        verifier_per_rollout_usd=math.fsum(judged_usd) / len(judged_usd) if judged_usd else None,
+        verifier_total_usd=_total(judged_usd),
+        verifier_per_rollout_usd=mean(judged_usd),
         n_known=len(known),
         n_unknown=len(records) - len(known),
         sources=dict(sources),
         total_usd=total,
-        per_rollout_usd=total / len(known) if total is not None else None,
+        per_rollout_usd=mean(known),
         tokens_total=totals if with_tokens else {},
         tokens_per_rollout={k: v / len(with_tokens) for k, v in totals.items()}
         if with_tokens
         else {},
     )
+
+
+def _total(values: list[float]) -> float | None:
+    """The sum of the finite values (a cost an agent reported is its own); None when none."""
+    kept = [v for v in values if math.isfinite(v)]
+    if not kept:
+        return None
+    try:
+        return math.fsum(kept)
+    except OverflowError:  # costs near max float: no total worth showing
+        return None
 
 
 def _duration(records: Sequence[TrialRecord]) -> DurationStats:
@@ -207,7 +226,7 @@ def _duration(records: Sequence[TrialRecord]) -> DurationStats:
         median_sec=quantile(d, 0.5),
         p90_sec=quantile(d, 0.9),
         max_sec=max(d) if d else None,
-        total_sec=math.fsum(d) if d else None,
+        total_sec=_total(d),
         agent_mean_sec=mean(agent),
     )
 
@@ -340,7 +359,7 @@ def task_means(
         v = score(r, key, options)
         if v is not None:
             by_task[r.task].append(v)
-    return {t: math.fsum(v) / len(v) for t, v in by_task.items()}
+    return {t: _mean_of(v) for t, v in by_task.items()}
 
 
 def paired_difference(

@@ -172,6 +172,8 @@ class JobMetrics(BaseModel):
     status: str | None = None
     path: str | None = None
     n_planned: int | None = None
+    # Trial records left out as bad ("<path>: <why>"): the metrics are over the rest.
+    skipped: list[str] = Field(default_factory=list)
     overall: GroupMetrics
     breakdown: Breakdown | None = None
     tasks: list[TaskMetrics] = Field(default_factory=list)

@@ -131,16 +131,32 @@ def finite_or_none(x: float | None) -> float | None:
 
 
 def mean(values: Sequence[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+    """The mean of the finite values, None only when there are none. Each value is
+    divided first, so the sum cannot overflow (fsum of 1.5e308 twice raises). Rewards
+    are checked where they are read and stored records on load; a value that is still
+    not finite (a cost an agent reported as NaN) is left out, never spread into the mean."""
+    kept = [v for v in values if math.isfinite(v)]
+    if not kept:
+        return None
+    n = len(kept)
+    return math.fsum(v / n for v in kept)
 
 
 def sample_sd(values: Sequence[float]) -> float | None:
-    """Standard deviation with Bessel's correction (n - 1); None below two values."""
-    n = len(values)
+    """Standard deviation with Bessel's correction (n - 1) of the finite values; None
+    below two. Deviations are scaled by the largest before squaring, so none overflows."""
+    kept = [v for v in values if math.isfinite(v)]
+    n = len(kept)
     if n < 2:
         return None
-    m = math.fsum(values) / n
-    return math.sqrt(math.fsum((v - m) ** 2 for v in values) / (n - 1))
+    m = math.fsum(v / n for v in kept)
+    devs = [v - m for v in kept]
+    scale = max(abs(d) for d in devs)
+    if scale == 0.0:
+        return 0.0
+    if not math.isfinite(scale):  # deviations of values near ±max float
+        return None
+    return scale * math.sqrt(math.fsum((d / scale) ** 2 for d in devs) / (n - 1))
 
 
 def with_interval(est: Estimate) -> Estimate:

@@ -13,8 +13,8 @@ from crucible.metrics.records import TrialRecord, record_from_result
 from crucible.records.job import JobConfig, JobSummary
 from crucible.records.trial import TrialResult
 from crucible.store.layout import read_job_config, read_job_summary
+from crucible.store.trial_load import Skipped, scan_trials
 
-RESULT = "result.json"
 JOB_JSON = "job.json"
 
 
@@ -29,6 +29,7 @@ class LoadedJob:
     config: JobConfig | None
     summary: JobSummary | None
     records: list[TrialRecord] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)  # bad trial records left out
 
     @property
     def model(self) -> str | None:
@@ -44,6 +45,7 @@ class LoadedJob:
             "status": self.summary.status if self.summary else None,
             "path": str(self.dir),
             "n_planned": len(cfg.tasks) * cfg.attempts if cfg else None,
+            "skipped": [str(s) for s in self.skipped],
         }
 
 
@@ -87,26 +89,22 @@ def resolve_job(ref: str, jobs_dir: Path) -> Path:
     raise JobNotFound(f"no job {ref!r} in {jobs_dir} (and no job folder at that path)")
 
 
-def read_trials(jdir: Path) -> list[tuple[str, TrialResult]]:
+def read_trials(jdir: Path, skipped: list[Skipped] | None = None) -> list[tuple[str, TrialResult]]:
     """(folder name, final record) of every trial, one per (task, attempt).
 
-    A record still being written fails to parse and is skipped: the next read
-    sees it. Should two folders hold the same (task, attempt), the one that
-    finished last is the final record.
+    A bad record (store/trial_load.py: not JSON, wrong schema, a reward out of range)
+    is left out and added to `skipped`. Should two folders hold the same (task,
+    attempt), the one that finished last is the final record.
     """
     best: dict[tuple[str, int], tuple[str, TrialResult]] = {}
-    for child in sorted(jdir.iterdir()):
-        p = child / RESULT
-        if not child.is_dir() or not p.is_file():
-            continue
-        try:
-            r = TrialResult.model_validate_json(p.read_bytes())
-        except (OSError, ValueError):
-            continue
+    done, bad = scan_trials(jdir)
+    if skipped is not None:
+        skipped.extend(bad)
+    for folder, r in done:
         key = (r.task_name, r.attempt)
         old = best.get(key)
         if old is None or _finished(r) >= _finished(old[1]):
-            best[key] = (child.name, r)
+            best[key] = (folder, r)
     return sorted(best.values(), key=lambda fr: (fr[1].task_name, fr[1].attempt))
 
 
@@ -124,9 +122,10 @@ def load_job(jdir: Path, prices: Mapping[str, ModelPrice] | None = None) -> Load
     except (OSError, ValueError):
         summary = None
     model = cfg.model if cfg else None
+    skipped: list[Skipped] = []
     records = [
         record_from_result(r, folder=folder, model=model, prices=prices)
-        for folder, r in read_trials(jdir)
+        for folder, r in read_trials(jdir, skipped)
     ]
     return LoadedJob(
         job_id=cfg.job_id if cfg else jdir.name,
@@ -134,4 +133,5 @@ def load_job(jdir: Path, prices: Mapping[str, ModelPrice] | None = None) -> Load
         config=cfg,
         summary=summary,
         records=records,
+        skipped=skipped,
     )

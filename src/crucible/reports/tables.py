@@ -10,6 +10,7 @@ from rich.text import Text
 
 from crucible.metrics.model import GroupMetrics, JobMetrics, Report
 from crucible.metrics.stats import Estimate
+from crucible.records.reward_range import DEFAULT_RANGE, declared_range
 
 Row = list[str]
 
@@ -40,9 +41,11 @@ def fmt_ci(low: float | None, high: float | None, bounds: tuple[float, float] | 
 
 
 def unit_bounded(job: JobMetrics) -> bool:
-    """Whether this job's rewards live in [0, 1] (Harbor's convention): every task mean does."""
+    """Whether this job's rewards live in [0, 1] (Harbor's convention): every task mean
+    does, and no task declares another `reward_range` (a [0, 100] task is never cut to 1)."""
     means = [t.mean for t in job.tasks if t.mean is not None]
-    return bool(means) and all(0.0 <= m <= 1.0 for m in means)
+    declared = all(declared_range(t.metadata) == DEFAULT_RANGE for t in job.tasks)
+    return bool(means) and declared and all(0.0 <= m <= 1.0 for m in means)
 
 
 def fmt_usd(x: float | None) -> str:

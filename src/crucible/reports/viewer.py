@@ -10,7 +10,9 @@ Routes (GET only):
 
 Trial folders hold untrusted output: names are checked to be direct children
 of the jobs dir, file paths must resolve inside their trial folder, and the
-Host header must name this machine (against DNS rebinding). Files and JSON are
+Host header must name this machine (against DNS rebinding). Every request needs
+the server's token (webauth/token.py), even on loopback: a local sandbox or any
+other process on this host reaches 127.0.0.1, and sends whatever Host it likes. Files and JSON are
 re-read from disk on each request (parsed records are cached by mtime and
 size), so the page follows a running job by polling.
 """
@@ -28,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 
 from crucible.metrics.model import MetricOptions
 from crucible.reports.viewer_api import ApiError, ViewerAPI, not_found
+from crucible.webauth.token import TokenGate, new_token
 
 STATIC_FILES = {"index.html", "app.js", "app.css"}
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
@@ -84,7 +87,22 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if not self._host_ok():
                 raise ApiError(HTTPStatus.FORBIDDEN, "unexpected Host header")
-            self._route(urlsplit(self.path).path)
+            path = urlsplit(self.path).path
+            verdict = self.server.gate.check(
+                self.path, self.headers, redirect=not path.startswith("/api/")
+            )
+            if not verdict.ok:
+                raise ApiError(HTTPStatus(verdict.status), verdict.why)
+            if verdict.redirect is not None:  # the token leaves the address bar
+                assert verdict.set_cookie is not None
+                self._send(
+                    HTTPStatus.FOUND,
+                    b"",
+                    "text/plain; charset=utf-8",
+                    extra={"Location": verdict.redirect, "Set-Cookie": verdict.set_cookie},
+                )
+                return
+            self._route(path)
         except ApiError as exc:
             self._json(exc.status, {"error": exc.message})
         except Exception as exc:  # keep serving; the page shows the error
@@ -134,17 +152,25 @@ class ViewerServer(ThreadingHTTPServer):
         *,
         options: MetricOptions | None = None,
         verbose: bool = False,
+        token: str | None = None,
     ) -> None:
         self.api = ViewerAPI(jobs_dir, options)
         self.verbose = verbose
         # Binding a non-local address is the user's choice; then its name is a valid Host too.
         self.allowed_hosts = {host.lower()}
         super().__init__((host, port), _Handler)
+        self.gate = TokenGate(token or new_token(), port=int(self.server_address[1]))
 
     @property
-    def url(self) -> str:
+    def base_url(self) -> str:
+        """The server's address, without the token."""
         host, port = self.server_address[:2]
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else str(host)
         if ":" in shown:
             shown = f"[{shown}]"
         return f"http://{shown}:{port}/"
+
+    @property
+    def url(self) -> str:
+        """The URL to open: the address with the token (printed, as Jupyter does)."""
+        return self.gate.url(self.base_url)

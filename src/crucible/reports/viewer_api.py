@@ -31,6 +31,7 @@ from crucible.store.layout import (
 )
 from crucible.store.log_reader import verifier_tail
 from crucible.store.logs import TRIAL_LOG, read_lines
+from crucible.store.trial_load import RESULT, BadRecord, Skipped, load_trial_result
 
 TEXT_CAP = 512 * 1024  # bytes of one file shown inline
 TRAJECTORY_CAP = 8 * 1024 * 1024
@@ -77,7 +78,7 @@ def _child(parent: Path, name: str) -> Path | None:
 class _Cached:
     mtime_ns: int
     size: int
-    result: TrialResult
+    result: TrialResult | Skipped  # a bad record is remembered too, with why
 
 
 class ViewerAPI:
@@ -114,7 +115,9 @@ class ViewerAPI:
         except (OSError, ValueError):
             return None
 
-    def _result(self, path: Path) -> TrialResult | None:
+    def _load(self, path: Path) -> TrialResult | Skipped | None:
+        """The record at `path`, the Skipped saying why it is bad, or None (no record:
+        the trial is running). Through store/trial_load.py, the one tolerant reader."""
         try:
             st = path.stat()
         except OSError:
@@ -123,27 +126,35 @@ class ViewerAPI:
             hit = self._cache.get(path)
         if hit and hit.mtime_ns == st.st_mtime_ns and hit.size == st.st_size:
             return hit.result
+        got: TrialResult | Skipped
         try:
-            result = TrialResult.model_validate_json(path.read_bytes())
-        except (OSError, ValueError):
-            return None  # being written; the next poll sees it
+            got = load_trial_result(path)
+        except BadRecord as exc:
+            got = Skipped(path, str(exc))
         with self._lock:
-            self._cache[path] = _Cached(st.st_mtime_ns, st.st_size, result)
-        return result
+            self._cache[path] = _Cached(st.st_mtime_ns, st.st_size, got)
+        return got
 
-    def _trials(self, jdir: Path) -> tuple[list[tuple[str, TrialResult]], list[str]]:
-        """(finished trials, folders of trials in progress)."""
+    def _result(self, path: Path) -> TrialResult | None:
+        got = self._load(path)
+        return got if isinstance(got, TrialResult) else None
+
+    def _trials(self, jdir: Path) -> tuple[list[tuple[str, TrialResult]], list[str], list[Skipped]]:
+        """(finished trials, folders of trials in progress, bad records left out)."""
         done: list[tuple[str, TrialResult]] = []
         running: list[str] = []
+        skipped: list[Skipped] = []
         for child in sorted(jdir.iterdir()):
             if not child.is_dir() or child.name.startswith("."):
                 continue
-            r = self._result(child / "result.json")
-            if r is not None:
+            r = self._load(child / RESULT)
+            if isinstance(r, TrialResult):
                 done.append((child.name, r))
+            elif isinstance(r, Skipped):
+                skipped.append(r)
             elif (child / TRIAL_LOG).exists() or (child / "agent").exists():
                 running.append(child.name)
-        return done, running
+        return done, running, skipped
 
     def _instruction(self, jdir: Path, cfg: JobConfig | None, task: str, tdir: Path | None) -> Any:
         """The instruction as run: a copy in the trial or job folder if the runner
@@ -198,7 +209,7 @@ class ViewerAPI:
     def job(self, job_id: str) -> dict[str, Any]:
         jdir = self._job_dir(job_id)
         cfg, summary = self._config(jdir), self._summary(jdir)
-        done, running = self._trials(jdir)
+        done, running, skipped = self._trials(jdir)
         model = cfg.model if cfg else None
         records = [record_from_result(r, folder=f, model=model) for f, r in done]
         return {
@@ -209,12 +220,14 @@ class ViewerAPI:
             "metrics": group_metrics(records, self.options).model_dump(mode="json"),
             "tasks": [t.model_dump(mode="json") for t in task_metrics(records, self.options)],
             "running": running,
+            # bad trial records left out of the metrics: the page warns, naming each
+            "skipped": [{"trial": s.path.parent.name, "why": s.why} for s in skipped],
         }
 
     def task(self, job_id: str, task: str) -> dict[str, Any]:
         jdir = self._job_dir(job_id)
         cfg = self._config(jdir)
-        done, _ = self._trials(jdir)
+        done, _, _ = self._trials(jdir)
         mine = [(f, r) for f, r in done if r.task_name == task]
         known = {t.name for t in cfg.tasks} if cfg else set()
         if not mine and task not in known:
@@ -233,11 +246,12 @@ class ViewerAPI:
         jdir = self._job_dir(job_id)
         tdir = self._trial_dir(jdir, trial)
         cfg = self._config(jdir)
-        result = self._result(tdir / "result.json")
+        got = self._load(tdir / RESULT)
+        result = got if isinstance(got, TrialResult) else None
         task = result.task_name if result else None
         raw = None
-        if result is not None:
-            raw = json.loads((tdir / "result.json").read_text(errors="replace"))
+        if result is not None:  # as stored (it passed the tolerant reader: finite rewards)
+            raw = json.loads((tdir / RESULT).read_text(errors="replace"))
         timings = {}
         if result is not None:
             for phase in ("environment_setup", "agent_setup", "agent_execution", "verifier"):
@@ -253,7 +267,8 @@ class ViewerAPI:
             "job_id": job_id,
             "trial": trial,
             "task": task,
-            "status": "done" if result else "running",
+            "status": "done" if result else ("bad_record" if got is not None else "running"),
+            "bad_record": got.why if isinstance(got, Skipped) else None,
             "result": raw,
             "attempt": result.attempt if result else None,
             "outcome": result.outcome if result else None,

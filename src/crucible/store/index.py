@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible.records.job import JobConfig
+from crucible.records.reward_range import BOUND
 from crucible.records.text import storable_text
 from crucible.records.trial import TrialResult, utcnow
 from crucible.store.layout import INDEX_NAME
@@ -222,8 +223,12 @@ class Index:
         return [
             (row[0], row[1], row[2], row[3], row[4])
             for row in self.conn.execute(
-                "SELECT job_id, outcome, COUNT(*), SUM(reward), COUNT(reward) "
-                "FROM trials GROUP BY job_id, outcome"
+                # A reward past BOUND (or inf) is a row written before rewards were
+                # range-checked: left out, so a sum cannot overflow (`trial_rows` warns).
+                "SELECT job_id, outcome, COUNT(*), SUM(CASE WHEN ABS(reward) <= ? THEN reward END), "
+                "COUNT(CASE WHEN ABS(reward) <= ? THEN 1 END) "
+                "FROM trials GROUP BY job_id, outcome",
+                (BOUND, BOUND),
             )
         ]
 

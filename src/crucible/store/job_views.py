@@ -16,10 +16,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from crucible.records.trial import TrialResult, counted_as, utcnow
+from crucible.records.trial import counted_as, utcnow
 from crucible.store.layout import CANCEL_FILE
 from crucible.store.log_reader import verifier_tail
 from crucible.store.queries import JobRecord, JobsDir, TrialStats, parse_dt
+from crucible.store.trial_load import RESULT, BadRecord, Skipped, load_trial_result
 
 # -- time -------------------------------------------------------------------
 
@@ -283,7 +284,7 @@ def job_detail(jd: JobsDir, rec: JobRecord, *, verbose: bool = False) -> JobDeta
         detail.reward_over_time = reward_over_time(rows)
         detail.trials = [_trial_row(r, rec.path) for r in rows]
         for tr in detail.trials:
-            tr.stage_note = stage_note(rec.path / tr.trial_name / "result.json")
+            tr.stage_note = stage_note(rec.path / tr.trial_name / RESULT, jd.skipped)
     return detail
 
 
@@ -312,11 +313,14 @@ def reward_over_time(rows: list[dict[str, Any]]) -> list[RewardPoint]:
     return out
 
 
-def stage_note(result_json: Path) -> str | None:
-    """The verifier stages' note of one trial record; None when it has none or is unreadable."""
+def stage_note(result_json: Path, skipped: list[Skipped] | None = None) -> str | None:
+    """The verifier stages' note of one trial record; None when it has none or is bad
+    (then added to `skipped`)."""
     try:
-        r = TrialResult.model_validate_json(result_json.read_bytes())
-    except (OSError, ValueError):
+        r = load_trial_result(result_json)
+    except BadRecord as exc:
+        if skipped is not None:
+            skipped.append(Skipped(result_json, str(exc)))
         return None
     return r.verifier_result.stage_note() if r.verifier_result else None
 

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 from crucible.records.job import JobConfig, JobSummary
 from crucible.records.text import named, storable, storable_model, storable_text
 from crucible.records.trial import TrialResult
+from crucible.store.trial_load import Skipped, scan_trials
 
 M = TypeVar("M", bound=BaseModel)
 WARNINGS_FIELD = "record_warnings"  # where a record says it was written with escapes
@@ -87,16 +88,13 @@ def read_job_summary(jdir: Path) -> JobSummary | None:
     return JobSummary.model_validate_json(p.read_text())
 
 
-def iter_trial_results(jdir: Path) -> list[TrialResult]:
-    """Every final trial record of a job folder, sorted by (task, attempt)."""
-    out: list[TrialResult] = []
-    for child in jdir.iterdir():
-        p = child / "result.json"
-        if child.is_dir() and p.exists():
-            try:
-                out.append(TrialResult.model_validate_json(p.read_text()))
-            except ValueError:
-                continue  # a record being written; the index is the source of truth
+def iter_trial_results(jdir: Path, skipped: list[Skipped] | None = None) -> list[TrialResult]:
+    """Every usable trial record of a job folder, sorted by (task, attempt). A bad one
+    (store/trial_load.py) is left out, and added to `skipped` for the caller to warn."""
+    done, bad = scan_trials(jdir)
+    if skipped is not None:
+        skipped.extend(bad)
+    out = [r for _, r in done]
     out.sort(key=lambda r: (r.task_name, r.attempt))
     return out
 

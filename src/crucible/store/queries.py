@@ -10,6 +10,8 @@ of these records is in job_views.py.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from crucible.records.reward_range import BOUND
 from crucible.records.trial import TrialResult, counted_as
 from crucible.store.index import TRIAL_COLUMNS, Index, trial_row
 from crucible.store.layout import (
@@ -29,6 +32,7 @@ from crucible.store.layout import (
     read_job_config,
     read_job_summary,
 )
+from crucible.store.trial_load import RESULT, Skipped
 
 
 class JobNotFound(LookupError):
@@ -157,6 +161,8 @@ class JobsDir:
     root: Path
     index: Index | None
     _records: dict[str, JobRecord] | None = field(default=None, repr=False)
+    # Bad trial records the reads so far left out (store/trial_load.py), for the CLI to warn.
+    skipped: list[Skipped] = field(default_factory=list)
 
     @classmethod
     def open(cls, root: Path) -> JobsDir:
@@ -289,21 +295,47 @@ class JobsDir:
                     st.n_rewarded += n
         for rec in self.records().values():
             if not rec.in_index:
-                stats[rec.job_id] = _stats_of(iter_trial_results(rec.path))
+                stats[rec.job_id] = _stats_of(iter_trial_results(rec.path, self.skipped))
         return stats
 
     def trial_rows(self, rec: JobRecord) -> list[dict[str, Any]]:
         """Every finished trial of a job, as flat rows (index columns)."""
         if rec.in_index and self.index is not None:
-            return [dict(r) for r in self.index.trials(rec.job_id)]
+            rows = []
+            for row in map(dict, self.index.trials(rec.job_id)):
+                problem = _row_problem(row)
+                if problem is None:
+                    rows.append(row)
+                else:  # a row written before rewards were range-checked
+                    path = rec.path / str(row["trial_name"]) / RESULT
+                    self.skipped.append(Skipped(path, f"index row: {problem}"))
+            return rows
         cols = [c.strip() for c in TRIAL_COLUMNS.split(",")]
-        return [dict(zip(cols, trial_row(r), strict=True)) for r in iter_trial_results(rec.path)]
+        return [
+            dict(zip(cols, trial_row(r), strict=True))
+            for r in iter_trial_results(rec.path, self.skipped)
+        ]
 
     def config(self, rec: JobRecord) -> JobConfig | None:
         try:
             return read_job_config(rec.path)
         except (OSError, ValueError):
             return None
+
+
+def _row_problem(row: dict[str, Any]) -> str | None:
+    """Why an index row's rewards cannot be counted (not finite, or past BOUND), or None."""
+    values: list[tuple[str, float | None]] = [("reward", row.get("reward"))]
+    try:
+        stored = json.loads(row["rewards_json"]) if row.get("rewards_json") else {}
+    except ValueError:
+        return "rewards_json is not valid JSON"
+    if isinstance(stored, dict):
+        values += [(str(k), v) for k, v in stored.items() if isinstance(v, int | float)]
+    for key, v in values:
+        if v is not None and not (math.isfinite(v) and abs(v) <= BOUND):
+            return f"reward {key!r} is {v!r}"
+    return None
 
 
 def _safe_summary(jdir: Path) -> JobSummary | None:

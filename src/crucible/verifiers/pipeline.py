@@ -6,6 +6,7 @@ task and runs its test script):
 
     [metadata.crucible]
     submission = ["/app/main.py"]          # read by host-side stages
+    reward_range = [0, 1]                  # the default; a reward outside is verifier_failed
     [[metadata.crucible.stages]]
     kind = "contracts"                     # role = "gate" by default
     require = ["function", "gpu"]
@@ -29,9 +30,10 @@ import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from crucible.errors import CrucibleError, ModelFailed, TaskInvalid, VerifierFailed
+from crucible.records.reward_range import DEFAULT_RANGE, parse_range
 from crucible.records.verifier import StageResult, SubmissionRecord, VerifierResult
 from crucible.store.logs import FileLog
 from crucible.tasks.models import Task
@@ -65,6 +67,12 @@ class CrucibleMeta(BaseModel):
 
     submission: list[str] = Field(default_factory=list)
     stages: list[dict[str, Any]] = Field(default_factory=list)
+    reward_range: tuple[float, float] = DEFAULT_RANGE
+
+    @field_validator("reward_range", mode="before")
+    @classmethod
+    def _range(cls, value: Any) -> tuple[float, float]:
+        return parse_range(value)  # finite, lo < hi: a bound of inf would admit any reward
 
 
 def declared(task: Task) -> tuple[CrucibleMeta, list[Stage]]:
@@ -117,6 +125,11 @@ def stage_problems(task: Task) -> list[str]:
 def has_stages(task: Task) -> bool:
     raw = task.metadata.get(META_KEY)
     return isinstance(raw, dict) and bool(raw.get("stages"))
+
+
+def reward_range(task: Task) -> tuple[float, float]:
+    """The [lo, hi] the test script's rewards must fall in (checked at launch)."""
+    return declared(task)[0].reward_range
 
 
 def submission_paths(task: Task) -> list[str]:

@@ -74,3 +74,14 @@ def parse_reward_txt(text: str) -> dict[str, float]:
     if not math.isfinite(f):
         raise VerifierFailed(f"reward.txt is not finite ({s})")
     return {"reward": f}
+
+
+def check_range(rewards: dict[str, float], lo: float, hi: float, source: str) -> None:
+    """VerifierFailed naming the first reward outside [lo, hi] and its value. The bound is
+    what keeps a sum of rewards finite: 1.5e308 is a float, two of them are not."""
+    for key, value in rewards.items():
+        if not math.isfinite(value) or not lo <= value <= hi:
+            raise VerifierFailed(
+                f"{source}: {key!r} is {value!r}, outside the task's reward_range "
+                f"[{lo:g}, {hi:g}]: not counted (0)"
+            )

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from crucible.cli.common import JsonOpt, console, print_json
+from crucible.cli.common import JsonOpt, console, print_json, warn_skipped
 from crucible.cli.runs.common import (
     JobIdArg,
     JobsDirOpt,
@@ -48,6 +48,7 @@ def list_cmd(
     flt = ListFilter(since=when(since, "--since", as_json), status=status, agent=agent, model=model)
     with open_jobs_dir(jobs_dir, as_json) as jd:
         rows, total = list_jobs(jd, flt, limit=limit)
+    warn_skipped(jd.skipped, as_json=as_json)
     if as_json:
         print_json(
             {
@@ -120,6 +121,7 @@ def get_cmd(
             print_trial(trial_detail(find_trial(rec.path, trial, as_json)), as_json)
             return
         d = job_detail(jd, rec, verbose=verbose)
+    warn_skipped(jd.skipped, as_json=as_json)
     if as_json:
         print_json(d.model_dump(mode="json"))
         return

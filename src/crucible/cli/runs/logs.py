@@ -115,11 +115,16 @@ def logs_cmd(
 def _write_verifier_tails(job_path: Path, trials: list[str]) -> None:
     """After the log: the verifier's last lines of each trial shown that errored or scored 0,
     where the reason (a missing test runner, a failed assertion) usually is."""
+    from crucible.cli.common import warn_skipped
     from crucible.store.layout import iter_trial_results
     from crucible.store.log_reader import verifier_tail
+    from crucible.store.trial_load import Skipped
 
     shown = 0
-    for r in sorted(iter_trial_results(job_path), key=lambda r: r.trial_name):
+    skipped: list[Skipped] = []
+    results = iter_trial_results(job_path, skipped)
+    warn_skipped(skipped)
+    for r in sorted(results, key=lambda r: r.trial_name):
         if trials and not any(r.trial_name.startswith(t) for t in trials):
             continue
         if r.graded and r.reward:

@@ -34,9 +34,13 @@ class TrialDetail(BaseModel):
 
 def find_trial(job_path: Path, name: str, as_json: bool) -> TrialResult:
     """The trial named exactly, or by a unique prefix; exit 3 / 2 otherwise."""
+    from crucible.cli.common import warn_skipped
     from crucible.store.layout import iter_trial_results
+    from crucible.store.trial_load import Skipped
 
-    results = {r.trial_name: r for r in iter_trial_results(job_path)}
+    skipped: list[Skipped] = []
+    results = {r.trial_name: r for r in iter_trial_results(job_path, skipped)}
+    warn_skipped(skipped, as_json=as_json)
     if name in results:
         return results[name]
     matches = sorted(n for n in results if n.startswith(name))

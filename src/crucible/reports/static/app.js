@@ -122,6 +122,12 @@ function renderJob(data, r) {
     h("h2", {}, "Tasks"),
     table(["task", "mean", "passed", "errors", "trials"], rows, { id: "tasks" }),
   ];
+  if (data.skipped && data.skipped.length) {
+    // bad stored records: left out of the numbers above, named so they can be looked at
+    out.push(h("h2", { class: "err" }, `Records skipped (${data.skipped.length})`),
+      h("ul", { id: "skipped" }, data.skipped.map((s) => h("li", { class: "err" },
+        h("a", { href: `#/job/${enc(r.job)}/trial/${enc(s.trial)}` }, s.trial), ": ", s.why))));
+  }
   if (data.running.length) {
     out.push(h("h2", {}, `In progress (${data.running.length})`),
       h("ul", { id: "running" }, data.running.map((f) => h("li", {}, h("a", { href: `#/job/${enc(r.job)}/trial/${enc(f)}` }, f)))));
@@ -219,6 +225,7 @@ function renderTrial(data, r) {
   const agentErr = res.agent_result && res.agent_result.error ? `${res.agent_result.error.type}: ${res.agent_result.error.message}` : null;
   return [
     h("h1", {}, `${data.task || data.trial} · attempt ${data.attempt ?? "?"}`),
+    data.bad_record ? h("p", { class: "err", id: "bad-record" }, `record skipped: ${data.bad_record}`) : null,
     h("div", { class: "cards", id: "trial-cards" },
       card("outcome", data.outcome || data.status),
       card("reward", fmt(data.rewards ? (data.rewards.reward ?? Object.values(data.rewards)[0]) : null)),
