@@ -217,3 +217,18 @@ def test_a_fifo_in_the_task_does_not_hang_the_loader(make_task: MakeTask) -> Non
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "True"
+
+
+def test_a_bundled_verifier_context_is_checked_like_environment(
+    make_task: MakeTask, secret: Path
+) -> None:
+    """tests/Dockerfile makes tests/ a separate verifier's build context (Harbor's)."""
+    root = make_task("bundled")
+    link(root / "tests" / "Dockerfile", secret)
+    ((path, message),) = errors(root)
+    assert path == root / "tests" / "Dockerfile" and "is a symbolic link" in message
+    (root / "tests" / "Dockerfile").unlink()
+    (root / "tests" / "Dockerfile").write_text("FROM debian:bookworm-slim\nCOPY key /key\n")
+    (root / "tests" / "key").symlink_to(secret)
+    ((path, message),) = errors(root)
+    assert path == root / "tests" / "key" and message.startswith("a link to an absolute path")

@@ -216,7 +216,8 @@ def _check_bundled(task_dir: Path, config: TaskConfig | None, check: TaskCheck) 
         tests = task_dir / rel
         if task_entry(task_dir, rel) != "dir" or not os.path.lexists(tests / "Dockerfile"):
             continue
-        read_task_text(task_dir, f"{rel}/Dockerfile", check, missing="Dockerfile is missing")
+        if read_task_text(task_dir, f"{rel}/Dockerfile", check, missing="no Dockerfile") is None:
+            continue  # said already
         for entry, why in context_problems(tests):
             check.problems.append(Problem(path=entry, message=why))
 
