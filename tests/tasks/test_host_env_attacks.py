@@ -232,3 +232,26 @@ def test_a_compose_file_reads_only_allowed_host_variables(tmp_path: Path) -> Non
     )
     with pytest.raises(Exception, match=r"services\.db\.command: it names the host variable"):
         load_compose(path, variables, host=HostEnv().scope())
+    path.write_text("services:\n  db:\n    image: ${TASK_IMAGE:?needed}\n")
+    with pytest.raises(Exception, match="which this run does not allow"):
+        load_compose(path, variables, host=HostEnv().scope())
+
+
+def test_what_a_compose_file_reads_goes_with_the_task_and_no_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The docker provider reads the compose file again from task.host_env: the allowed
+    values the task read (its env tables and its compose file), never the rest."""
+    from crucible.tasks.hostvars import HostEnv
+
+    monkeypatch.setenv("TASK_IMAGE", "debian:host-chosen")
+    monkeypatch.setenv("TASK_UNUSED", "x")
+    root = task(tmp_path / "c", 'docker_image = "debian:bookworm-slim"\n')
+    (root / "environment").mkdir()
+    (root / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  db:\n    image: ${TASK_IMAGE}\n    command: ${OPENAI_API_KEY:-x}\n"
+    )
+    check = check_task(root, HostEnv(["TASK_IMAGE", "TASK_UNUSED"], os.environ))
+    assert check.valid and check.task is not None
+    assert check.task.host_env == {"TASK_IMAGE": "debian:host-chosen"}
+    assert "host-chosen" not in repr(check.task)  # nor in logs of it

@@ -98,6 +98,8 @@ def interpolate(
         if op in ("-", ":-"):
             return arg if empty else str(value)
         if op in ("?", ":?") and empty:
+            if value is None and host is not None and name not in host.host.allowed:
+                raise invalid(path, where, host.why_not(name))
             raise invalid(path, where, f"${{{name}}} is required: {arg or 'unset'}")
         if value is None:
             if host is not None:

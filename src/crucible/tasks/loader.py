@@ -118,6 +118,9 @@ def check_task(path: Path, host: HostEnv = NO_HOST) -> TaskCheck:
             failed = [r for r in scope.reads if r.file == compose and r.name in wrong]
             line = failed[-1].line if failed else None
             check.problems.append(Problem(path=compose, line=line, message=wrong))
+        # What the compose file read of the host goes with the task (the docker provider
+        # reads the file again, with these values and no others).
+        check.task = check.task.model_copy(update={"host_env": scope.used()})
     check.problems.sort(key=lambda p: (p.path.name != TASK_TOML, str(p.path), p.line or 0))
     return check
 
