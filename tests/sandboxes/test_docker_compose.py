@@ -373,3 +373,63 @@ def test_the_start_timeout_is_a_checked_provider_param(caplog: pytest.LogCapture
     provider = DockerProvider(compose_timeout="12.5")
     assert provider._compose_timeout == 12.5
     assert "ignores unknown" not in caplog.text
+
+
+async def test_the_compose_file_reads_only_the_host_variables_the_task_was_allowed(
+    docker_provider: DockerProvider,
+    docker_spec: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Attack: the provider reads the compose file again at create time; a sidecar that
+    names crucible's credentials (set on the host) gets none of them, and an allowed
+    variable comes from what the loader allowed (spec.host_env), not the host now."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-host-openai-7f3a")
+    monkeypatch.setenv("TASK_GREETING", "from-the-host-now")
+    path = compose(
+        tmp_path,
+        f"""
+        services:
+          db:
+            image: {BASE_IMAGE}
+            command: ["sleep", "infinity"]
+            environment:
+              - LEAK=${{OPENAI_API_KEY:-none}}
+              - OPENAI_API_KEY
+              - G=${{TASK_GREETING:-unset}}
+        """,
+    )
+    box = await docker_provider.create(
+        docker_spec(compose_file=path, host_env={"TASK_GREETING": "allowed"})
+    )
+    try:
+        db = box.service("db")
+        assert db is not None
+        res = await db.exec('echo "$LEAK ${OPENAI_API_KEY-absent} $G"; env')
+        assert res.stdout.splitlines()[0] == "none absent allowed"
+        assert "sk-host-openai-7f3a" not in res.stdout
+    finally:
+        await box.close()
+
+
+async def test_a_sidecar_context_linking_a_host_file_is_refused_before_any_build(
+    docker_provider: DockerProvider, docker_spec: Any, engine: Any, tmp_path: Path
+) -> None:
+    secret = tmp_path / "id_rsa"
+    secret.write_text("host-secret-4b1d9e\n")
+    path = compose(
+        tmp_path,
+        "services:\n  db:\n    build: ./db\n",
+        files={"db/Dockerfile": f"FROM {BASE_IMAGE}\nCOPY key /key\n"},
+    )
+    (path.parent / "db" / "key").symlink_to(secret)
+    spec = docker_spec(compose_file=path)
+    with pytest.raises(TaskInvalid, match=r"services\.db\.build\.context: refused: .*db/key"):
+        await docker_provider.create(spec)
+    assert leftovers(engine, spec.trial_id) == ([], [])
+    # main's own context (environment/) is checked before its build as well.
+    (path.parent / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\n")
+    path.unlink()
+    with pytest.raises(TaskInvalid, match=r"db/key: a link to an absolute path"):
+        await docker_provider.create(docker_spec(dockerfile_dir=path.parent))
+    assert docker_provider.images.builds_run == 0

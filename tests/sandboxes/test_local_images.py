@@ -260,6 +260,24 @@ async def test_failed_build_is_task_invalid_with_the_log(
     assert "marker-42" in log.read_text()
 
 
+async def test_a_context_linking_out_of_the_task_is_refused_before_any_build(
+    provider: LocalProvider, tmp_path: Path
+) -> None:
+    """Attack: environment/ holds links to a host secret (absolute, and a relative climb);
+    each is named before the builder sees the context, and nothing is built."""
+    secret = tmp_path / "shadow"
+    secret.write_text("root:host-secret-4b1d9e:19000::::::\n")
+    env = make_env(tmp_path / "task", "FROM debian:bookworm-slim\nCOPY shadow up /\n")
+    (env / "shadow").symlink_to(secret)
+    (env / "up").symlink_to("../../shadow")
+    with pytest.raises(TaskInvalid) as err:
+        await provider.create(spec(env))
+    said = err.value.message
+    assert f"{env}/shadow: a link to an absolute path" in said
+    assert f"{env}/up: a link out of the build context" in said
+    assert "host-secret" not in said and provider.images.store.builds_run == 0
+
+
 async def test_no_image_tool_is_an_error_never_the_host(
     buildah: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -161,6 +161,23 @@ async def test_image_built_once_per_key_and_failures_stay_with_their_tasks(
     await asyncio.gather(*(sb.close() for sb in sandboxes))
 
 
+async def test_a_context_linking_a_host_file_is_never_handed_to_modal(
+    standin: tuple[Any, World], tmp_path: Path
+) -> None:
+    """Attack: Modal's client uploads a Dockerfile's COPY sources from the host; a context
+    entry linking a host secret is refused before the SDK is asked for any image."""
+    _, world = standin
+    (tmp_path / "id_rsa").write_text("host-secret-4b1d9e\n")
+    env = tmp_path / "env"
+    env.mkdir()
+    (env / "Dockerfile").write_text("FROM debian:bookworm-slim\nCOPY key /root/key\n")
+    (env / "key").symlink_to(tmp_path / "id_rsa")
+    provider = await make(standin)
+    with pytest.raises(TaskInvalid, match=r"env/key: a link to an absolute path"):
+        await provider.create(spec(image=None, dockerfile_dir=env, environment_digest="d-x"))
+    assert world.called("Image.from_dockerfile") == [] and world.builds == []
+
+
 # --- exec and files ---------------------------------------------------------
 
 

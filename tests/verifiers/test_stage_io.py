@@ -110,6 +110,17 @@ async def test_reference_must_be_inside_the_task(tmp_path: Path) -> None:
         await run_io(task, tmp_path, GOOD)
 
 
+async def test_a_reference_read_through_a_link_is_refused(tmp_path: Path) -> None:
+    """Attack: the reference is a link (here to a file inside the folder; out of it is
+    refused above): task files are never read through links, as the loader's are."""
+    io_task(tmp_path / "t")
+    ref = tmp_path / "t" / "tests" / "reference.py"
+    ref.rename(tmp_path / "t" / "tests" / "real.py")
+    ref.symlink_to("real.py")
+    with pytest.raises(TaskInvalid, match="never read through a link"):
+        await run_io(load_task(tmp_path / "t"), tmp_path, GOOD)
+
+
 # -- grading and blame ------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from crucible.cli.common import JobsDirOpt, err_console, fail, fail_from, print_json
+from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
 from crucible.errors import ExitCode
 from crucible.records.defaults import (
     DEFAULT_AGENT,
@@ -136,6 +137,8 @@ def register(app: typer.Typer) -> None:
             "--no-network",
             help="Run every task without network, whatever its task.toml allows.",
         ),
+        task_env: list[str] = TaskEnvOpt,
+        task_env_file: Path = TaskEnvFileOpt,
         model: str = typer.Option(None, "--model", "-m", help="Model name for LLM agents."),
         model_base_url: str = typer.Option(
             None,
@@ -195,6 +198,7 @@ def register(app: typer.Typer) -> None:
             "trial_timeout": trial_timeout, "job_timeout": job_timeout,
             "create_rate": create_rate, "max_starting": max_starting,
             "gpu_concurrency": gpu_concurrency, "no_network": no_network,
+            "task_env": task_env_names(task_env, task_env_file, as_json),
             "model": model, "model_base_url": model_base_url,
             "model_api_key_env": model_api_key_env, "context_window": context_window,
             "max_output_tokens": max_output_tokens, "temperature": temperature,

@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from crucible.cli.common import JsonOpt, console, err_console, fail, print_json
+from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, host_env
 from crucible.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ def _check_json(c: TaskCheck) -> dict[str, Any]:
         "valid": c.valid,
         "digest": c.task.digest if c.task else None,
         "problems": [_problem_json(p) for p in c.problems],
+        # The host variables the task names, and what this run gives each (never a value).
+        "host_env": [r.model_dump(mode="json") for r in c.host_reads],
         # The Harbor features the task uses that not every provider runs.
         "features": [
             {
@@ -80,6 +83,8 @@ def _print_problems(c: TaskCheck) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    for read in c.host_reads:
+        console.print(f"    [cyan]host env[/] {escape(read.describe())}", highlight=False)
     # Features some providers run (those no provider runs yet are among the warnings).
     for use in feature_uses(c.task) if c.task else []:
         if use.supported:
@@ -97,9 +102,12 @@ def check(
     env: str = typer.Option("local", "--env", "-e", help="Provider for --run."),
     env_param: list[str] = typer.Option([], "--env-param", help="Provider parameter k=v."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", help="Trials at once for --run."),
+    task_env: list[str] = TaskEnvOpt,
+    task_env_file: Path = TaskEnvFileOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Validate tasks and report every problem with its file, line and reason.
+    """Validate tasks and report every problem with its file, line and reason, and the
+    host variables each task reads (only those given with --task-env are ever read).
 
     With --run, also run the oracle and nop on each valid task and flag a
     broken task (its verifier fails for the oracle) or a free reward (nop
@@ -109,7 +117,7 @@ def check(
     from crucible.tasks.problems import Problem
     from crucible.verifiers.pipeline import stage_problems
 
-    checks = check_tasks(paths, include, exclude)
+    checks = check_tasks(paths, include, exclude, host_env(task_env, task_env_file, as_json))
     for c in checks:  # verifier stages, declared in [metadata]: tasks/ does not read them
         if c.task is not None:
             c.problems += [
@@ -192,6 +200,8 @@ def list_tasks(
     paths: list[Path] = PathsArg,
     include: list[str] = IncludeOpt,
     exclude: list[str] = ExcludeOpt,
+    task_env: list[str] = TaskEnvOpt,
+    task_env_file: Path = TaskEnvFileOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List tasks: name, digest, resources, network, image. Exit 1 if any is invalid."""
@@ -199,7 +209,7 @@ def list_tasks(
 
     from crucible.tasks.dataset import check_tasks
 
-    checks = check_tasks(paths, include, exclude)
+    checks = check_tasks(paths, include, exclude, host_env(task_env, task_env_file, as_json))
     valid = [c.task for c in checks if c.valid and c.task is not None]
     invalid = [c for c in checks if not c.valid]
     if as_json:

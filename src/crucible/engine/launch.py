@@ -13,6 +13,7 @@ own `CrucibleError`.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ from crucible.sandboxes.base import Provider
 from crucible.sandboxes.registry import get_provider
 from crucible.store.layout import default_jobs_dir, read_job_config
 from crucible.tasks.dataset import check_tasks
+from crucible.tasks.hostvars import HostEnv, HostEnvRefused
 from crucible.tasks.models import Task
 from crucible.tasks.problems import Problem
 from crucible.tasks.support import unsupported_features
@@ -84,7 +86,11 @@ def load_tasks(
 ) -> list[Task]:
     tasks: list[Task] = []
     invalid: list[tuple[Path, list[Problem]]] = []
-    for check in check_tasks(paths, include=req.include, exclude=req.exclude):
+    try:
+        host = HostEnv(req.task_env or [], os.environ)
+    except HostEnvRefused as exc:
+        raise _usage(str(exc)) from exc
+    for check in check_tasks(paths, include=req.include, exclude=req.exclude, host=host):
         if check.valid and check.task is not None:
             tasks.append(check.task)
             if check.warnings and on_warnings is not None:
@@ -147,8 +153,11 @@ def _as_recorded(req: RunRequest, job_id: str, existing: JobConfig) -> RunReques
         ("env", existing.env),
         ("attempts", existing.attempts),
         ("no_network", existing.no_network),
+        ("task_env", existing.task_env),
     ):
         asked = getattr(req, key)
+        if key == "task_env" and asked is not None:
+            asked = sorted(set(asked))
         if asked is not None and asked != recorded:
             raise _usage(
                 f"job {job_id!r} was run with {key}={recorded!r}, not {asked!r}",
@@ -160,6 +169,7 @@ def _as_recorded(req: RunRequest, job_id: str, existing: JobConfig) -> RunReques
             "env": existing.env,
             "attempts": existing.attempts,
             "no_network": existing.no_network,
+            "task_env": existing.task_env,
             "concurrency": req.concurrency or existing.concurrency,
             "agent_kwargs": req.agent_kwargs or dict(existing.agent_kwargs),
             "env_params": req.env_params or dict(existing.env_params),
@@ -308,6 +318,7 @@ async def prepare_launch(
     )
     cfg.concurrency = concurrency
     cfg.no_network = bool(req.no_network)
+    cfg.task_env = sorted(set(req.task_env or []))
     options = JobOptions(
         max_retries=cfg.max_retries if req.max_retries is None else req.max_retries,
         gpu_concurrency=req.gpu_concurrency or DEFAULT_GPU_CONCURRENCY,

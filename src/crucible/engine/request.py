@@ -39,6 +39,7 @@ JOB_OPTIONS = (
     "create_rate",
     "max_starting",
     "no_network",
+    "task_env",
 )
 
 
@@ -69,6 +70,8 @@ class RunRequest(BaseModel):
     gpu_concurrency: int | None = None
     # True locks every task to no network, whatever its task.toml says (None: off, or as recorded).
     no_network: bool | None = None
+    # The host variables tasks may read through `${VAR}` (None: none, or as recorded).
+    task_env: list[str] | None = None
 
     @classmethod
     def from_sources(

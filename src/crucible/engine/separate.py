@@ -29,12 +29,13 @@ from crucible.engine.artifacts import Taken, give
 from crucible.engine.grading import blamed, shielded
 from crucible.engine.healthcheck import run_healthcheck
 from crucible.engine.spec import SANDBOX_NETWORK
-from crucible.errors import CrucibleError, SandboxFailed
+from crucible.errors import CrucibleError, SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import ExecResult, Provider, Sandbox, SandboxSpec
 from crucible.sandboxes.ratelimit import StartGate
 from crucible.store.logs import FileLog
 from crucible.tasks.loader import dockerfile_workdir, tree_digest
 from crucible.tasks.models import EnvironmentSection, StepSection, Task
+from crucible.tasks.taskfs import read_task_bytes
 from crucible.verifiers.script import prepare_grading, run_verifier
 
 
@@ -43,6 +44,14 @@ def verifier_environment(task: Task, step: StepSection | None = None) -> Environ
     the task's [environment]."""
     own = step.verifier.environment if step is not None else None
     return own or task.config.verifier.environment or task.config.environment
+
+
+def _dockerfile_text(context: Path) -> str:
+    """The bundled Dockerfile, never read through a link (tasks/taskfs.py)."""
+    try:
+        return read_task_bytes(context, "Dockerfile").decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise TaskInvalid(f"the verifier image cannot be built: {exc}") from exc
 
 
 def _bundled(task: Task, step: StepSection | None) -> tuple[str | None, Path | None]:
@@ -76,7 +85,7 @@ def verifier_spec(
     digest = None if build is None else tree_digest(build)
     workdir = env.workdir
     if build is not None:
-        workdir = workdir or dockerfile_workdir((build / "Dockerfile").read_text(errors="replace"))
+        workdir = workdir or dockerfile_workdir(_dockerfile_text(build))
     elif image is None:  # a fresh copy of the task's own environment, made as the agent's is
         image = cfg.environment.docker_image
         if task.dockerfile.is_file():

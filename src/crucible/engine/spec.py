@@ -72,6 +72,7 @@ def build_spec(plan: TrialPlan, agent: Agent, params: dict[str, str] | None = No
         network=_network(task, agent),
         allowed_hosts=list(env_cfg.allowed_hosts),
         env=dict(env_cfg.env),
+        host_env=dict(task.host_env),
         build_timeout_sec=env_cfg.build_timeout_sec,
         params=dict(params or {}),
     )

@@ -39,6 +39,8 @@ class JobConfig(BaseModel):
     concurrency: int = DEFAULT_CONCURRENCY
     max_retries: int = DEFAULT_MAX_RETRIES
     no_network: bool = False  # `--no-network`: every task ran without network
+    # `--task-env`: the host variables the tasks could read (names only, never values).
+    task_env: list[str] = Field(default_factory=list)
     dataset: list[str] = Field(default_factory=list)  # the paths given
     tasks: list[TaskRef] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)

@@ -46,6 +46,8 @@ class SandboxSpec(BaseModel):
     network: NetworkMode = "none"
     allowed_hosts: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    # The allowed host variables the task read (tasks/hostvars.py), for its compose file.
+    host_env: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
     build_timeout_sec: float = 600.0
     params: dict[str, str] = Field(default_factory=dict)  # provider-specific (--env-param)
 

@@ -10,15 +10,18 @@ the service fields listed in `_SERVICE_FIELDS` and refuses every other one by
 name (`TaskInvalid`), above all those that would reach the host (privileged,
 capabilities, devices, host namespaces, bind mounts, published ports...).
 `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?err}`, `$VAR` and `$$` are
-resolved as Compose does, from the host, the task's [environment].env and
-Harbor's CONTEXT_DIR / MAIN_IMAGE_NAME / PREBUILT_IMAGE_NAME / CPUS / MEMORY; a
-variable that is unset and has no default is task_invalid, as in env tables.
+resolved as Compose does, from the task's [environment].env, Harbor's CONTEXT_DIR /
+MAIN_IMAGE_NAME / PREBUILT_IMAGE_NAME / CPUS / MEMORY, and then only the host
+variables the operator allows (tasks/hostvars.py; Harbor reads the whole host): a
+variable that is unset, or not allowed, and has no default is task_invalid, as in env
+tables, and a bare `environment: [NAME]` entry not allowed is left out. The file is
+read without following a link, and a build context that holds a link out of it is
+refused (tasks/taskfs.py).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,7 +43,9 @@ from crucible.tasks.compose_fields import (
     strings,
     text,
 )
+from crucible.tasks.hostvars import HostScope
 from crucible.tasks.models import EnvironmentSection
+from crucible.tasks.taskfs import TaskFileRefused, context_problems, read_task_bytes
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +171,9 @@ class ComposeFile:
 def compose_variables(
     env: Mapping[str, str], *, env_dir: Path, cpus: float, memory_mb: int, image: str | None
 ) -> dict[str, str]:
-    """What `${VAR}` sees, as in Harbor: the host, the task's env, then Harbor's own names."""
-    out = dict(os.environ)
-    out.update(env)
+    """The task's own names `${VAR}` sees: its env, then Harbor's. The host's come after
+    these, and only those allowed (the `HostScope` given to `load_compose`)."""
+    out = dict(env)
     out.update(
         CONTEXT_DIR=str(env_dir.resolve()),
         MAIN_IMAGE_NAME=MAIN_IMAGE_VAR,
@@ -182,29 +187,63 @@ def compose_variables(
     return out
 
 
-def check_compose(path: Path, env: EnvironmentSection) -> str | None:
+def check_compose(path: Path, env: EnvironmentSection, host: HostScope | None = None) -> str | None:
     """What is wrong with a task's compose file (its field and why), or None: `tasks check`
     says it, and the launch refuses the task, before any sandbox is made."""
     variables = compose_variables(
         env.env, env_dir=path.parent, cpus=env.cpus, memory_mb=env.memory_mb, image=env.docker_image
     )
     try:
-        load_compose(path, variables, main_image=env.docker_image)
+        load_compose(path, variables, main_image=env.docker_image, host=host)
     except ComposeInvalid as e:
         return e.detail
     return None
 
 
 def load_compose(
-    path: Path, variables: Mapping[str, str], *, main_image: str | None = None
+    path: Path,
+    variables: Mapping[str, str],
+    *,
+    main_image: str | None = None,
+    host: HostScope | None = None,
 ) -> ComposeFile:
-    """Read, interpolate and check `path`. `main_image`: the task's docker_image, if any."""
+    """Read, interpolate and check `path`. `main_image`: the task's docker_image, if any;
+    `host`: the host variables the task may read (None: none)."""
     import yaml
 
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        text = read_task_bytes(path.parent, path.name).decode("utf-8")
+    except TaskFileRefused as e:
+        raise invalid(path, "file", e.why) from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise invalid(path, "file", f"cannot be read: {e}") from e
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
         raise invalid(path, "file", f"cannot be read as YAML: {e}") from e
+    try:
+        return _compose(path, doc, variables, main_image, host)
+    finally:
+        if host is not None:
+            _point_at_lines(host, path, text)
+
+
+def _point_at_lines(host: HostScope, path: Path, text: str) -> None:
+    """Give each host read of this file the first line that names the variable."""
+    lines = text.splitlines()
+    for read in host.reads:
+        if read.file == path and read.line is None:
+            word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(read.name)}(?![A-Za-z0-9_])")
+            read.line = next((i for i, t in enumerate(lines, 1) if word.search(t)), None)
+
+
+def _compose(
+    path: Path,
+    doc: Any,
+    variables: Mapping[str, str],
+    main_image: str | None,
+    host: HostScope | None,
+) -> ComposeFile:
     if not isinstance(doc, dict) or not isinstance(doc.get("services"), dict):
         raise invalid(path, "services", "a compose file is a mapping with a 'services' mapping")
     for key in doc:
@@ -220,8 +259,8 @@ def load_compose(
             raw = {}
         if not isinstance(raw, dict):
             raise invalid(path, f"services.{name}", "a service is a mapping")
-        raw = resolve(raw, variables, path, f"services.{name}")
-        services[name] = _service(name, raw, path, env_dir, variables)
+        raw = resolve(raw, variables, path, f"services.{name}", host)
+        services[name] = _service(name, raw, path, env_dir, variables, host)
     main = services.pop(MAIN, None) or Service(MAIN)
     _check_main(main, path, env_dir, main_image)
     every = {MAIN, *services}
@@ -237,7 +276,12 @@ def load_compose(
 
 
 def _service(
-    name: str, raw: dict[str, Any], path: Path, env_dir: Path, variables: Mapping[str, str]
+    name: str,
+    raw: dict[str, Any],
+    path: Path,
+    env_dir: Path,
+    variables: Mapping[str, str],
+    host: HostScope | None,
 ) -> Service:
     where = f"services.{name}"
     for key in raw:
@@ -250,13 +294,15 @@ def _service(
         svc.image = text(raw["image"], path, f"{where}.image")
     if "build" in raw:
         svc.build = build(raw["build"], path, env_dir, f"{where}.build")
+        for entry, why in context_problems(svc.build.context)[:1]:
+            raise invalid(path, f"{where}.build.context", f"refused: {entry}: {why}")
     for key in ("command", "entrypoint"):
         if raw.get(key) is not None:
             value = raw[key]
             if not isinstance(value, str | list):
                 raise invalid(path, f"{where}.{key}", "a string or a list")
             setattr(svc, key, value if isinstance(value, str) else [str(v) for v in value])
-    svc.environment = pairs(raw.get("environment"), path, f"{where}.environment", variables)
+    svc.environment = pairs(raw.get("environment"), path, f"{where}.environment", variables, host)
     svc.labels = pairs(raw.get("labels"), path, f"{where}.labels", {})
     for key in ("working_dir", "user", "hostname"):
         if raw.get(key) is not None:

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from crucible.errors import TaskInvalid
+from crucible.tasks.hostvars import HostScope
 
 _BUILD_FIELDS = frozenset({"context", "dockerfile", "args", "target"})
 _DEPENDS_FIELDS = frozenset({"condition", "restart", "required"})
@@ -73,7 +74,16 @@ def invalid(path: Path, where: str, why: str) -> ComposeInvalid:
 # -- interpolation ------------------------------------------------------------------------
 
 
-def interpolate(text: str, variables: Mapping[str, str], path: Path, where: str) -> str:
+def interpolate(
+    text: str,
+    variables: Mapping[str, str],
+    path: Path,
+    where: str,
+    host: HostScope | None = None,
+) -> str:
+    """Compose's interpolation: `variables` (the task's own names) first, then the host
+    variables `host` allows; with no `host`, nothing of the host is read."""
+
     def one(m: re.Match[str]) -> str:
         if m.group("dollar"):
             return "$"
@@ -82,12 +92,18 @@ def interpolate(text: str, variables: Mapping[str, str], path: Path, where: str)
         name = m.group("braced") or m.group("bare")
         op, arg = m.group("op"), m.group("arg") or ""
         value = variables.get(name)
+        if value is None and host is not None:
+            value = host.read(name, path, where, default=op in ("-", ":-"))
         empty = value is None or (value == "" and op is not None and op.startswith(":"))
         if op in ("-", ":-"):
             return arg if empty else str(value)
         if op in ("?", ":?") and empty:
+            if value is None and host is not None and name not in host.host.allowed:
+                raise invalid(path, where, host.why_not(name))
             raise invalid(path, where, f"${{{name}}} is required: {arg or 'unset'}")
         if value is None:
+            if host is not None:
+                raise invalid(path, where, host.why_not(name))
             raise invalid(
                 path,
                 where,
@@ -99,13 +115,19 @@ def interpolate(text: str, variables: Mapping[str, str], path: Path, where: str)
     return _VAR.sub(one, text)
 
 
-def resolve(value: Any, variables: Mapping[str, str], path: Path, where: str) -> Any:
+def resolve(
+    value: Any,
+    variables: Mapping[str, str],
+    path: Path,
+    where: str,
+    host: HostScope | None = None,
+) -> Any:
     if isinstance(value, str):
-        return interpolate(value, variables, path, where)
+        return interpolate(value, variables, path, where, host)
     if isinstance(value, list):
-        return [resolve(v, variables, path, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [resolve(v, variables, path, f"{where}[{i}]", host) for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return {k: resolve(v, variables, path, f"{where}.{k}") for k, v in value.items()}
+        return {k: resolve(v, variables, path, f"{where}.{k}", host) for k, v in value.items()}
     return value
 
 
@@ -128,8 +150,15 @@ def strings(value: Any, path: Path, where: str) -> list[str]:
     return [text(v, path, f"{where}[{i}]") for i, v in enumerate(value)]
 
 
-def pairs(value: Any, path: Path, where: str, inherit: Mapping[str, str]) -> dict[str, str]:
-    """A list of KEY=VALUE or a mapping; a bare KEY takes the host's value, if it has one."""
+def pairs(
+    value: Any,
+    path: Path,
+    where: str,
+    inherit: Mapping[str, str],
+    host: HostScope | None = None,
+) -> dict[str, str]:
+    """A list of KEY=VALUE or a mapping; a bare KEY takes `inherit`'s value, else the
+    host's where `host` allows it (as Compose's, left out when there is none)."""
     if value is None:
         return {}
     items: list[tuple[str, Any]]
@@ -147,6 +176,10 @@ def pairs(value: Any, path: Path, where: str, inherit: Mapping[str, str]) -> dic
         if v is None:
             if key in inherit:
                 out[key] = inherit[key]
+            elif (
+                host is not None and (got := host.read(key, path, where, default=True)) is not None
+            ):
+                out[key] = got
             continue
         out[key] = ("true" if v else "false") if isinstance(v, bool) else text(v, path, where)
     return out

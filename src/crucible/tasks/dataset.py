@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from crucible.tasks.hostvars import NO_HOST, HostEnv
 from crucible.tasks.loader import check_task
 from crucible.tasks.models import Task
 from crucible.tasks.problems import Problem, TaskCheck
@@ -74,16 +75,20 @@ def selected(name: str, include: Sequence[str] = (), exclude: Sequence[str] = ()
 
 
 def check_tasks(
-    paths: Iterable[Path], include: Sequence[str] = (), exclude: Sequence[str] = ()
+    paths: Iterable[Path],
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    host: HostEnv = NO_HOST,
 ) -> list[TaskCheck]:
     """Check every task at or below `paths`; valid tasks first by name, then invalid ones by path.
 
     Filters apply to task names (the directory name where task.toml cannot be read).
-    A path that holds no task is reported as an invalid entry of its own.
+    A path that holds no task is reported as an invalid entry of its own. `host`: the
+    host variables the tasks may read (none by default).
     """
     task_dirs, checks = find_task_dirs(paths)
     for task_dir in task_dirs:
-        check = check_task(task_dir)
+        check = check_task(task_dir, host)
         if selected(check.name, include, exclude):
             checks.append(check)
 
@@ -107,12 +112,15 @@ def check_tasks(
 
 
 def discover_tasks(
-    paths: Sequence[Path], include: Sequence[str] = (), exclude: Sequence[str] = ()
+    paths: Sequence[Path],
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    host: HostEnv = NO_HOST,
 ) -> tuple[list[Task], list[tuple[Path, list[Problem]]]]:
     """Valid tasks sorted by name, and (path, problems) for everything invalid."""
     tasks: list[Task] = []
     invalid: list[tuple[Path, list[Problem]]] = []
-    for check in check_tasks(paths, include, exclude):
+    for check in check_tasks(paths, include, exclude, host):
         if check.valid and check.task is not None:
             tasks.append(check.task)
         else:

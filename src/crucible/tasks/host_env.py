@@ -1,8 +1,11 @@
-"""`${VAR}` and `${VAR:-default}` in a task's env tables, resolved from the host.
+"""`${VAR}` and `${VAR:-default}` in a task's env tables, resolved from the allowed host.
 
 Harbor's rule: a value that is wholly one template takes the host variable's
 value, else the default; with neither, the task cannot run (crucible names the
-variable and the table, as a task_invalid problem). Any other value is literal.
+variable, the table and the line, as a task_invalid problem). Any other value is
+literal. Unlike Harbor, only the variables the operator allows are read
+(tasks/hostvars.py): a name outside the allow-list takes its default, the host
+never being read, and without a default the task is task_invalid.
 The tables: [environment], [verifier], [solution], a [verifier.environment]
 and each step's [steps.verifier] (Harbor 0.25's [agent] has no env table).
 """
@@ -11,72 +14,76 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from crucible.tasks.hostvars import HostScope
 from crucible.tasks.models import TaskConfig
+from crucible.tasks.task_toml import field_line
 
 _TEMPLATE = re.compile(r"\$\{([^}:]+)(?::-(.*))?\}")
 
 Unresolved = tuple[tuple[str, ...], str]  # (where in task.toml, message)
 
 
-def resolve_env(
-    table: Mapping[str, str], where: tuple[str, ...], environ: Mapping[str, str]
-) -> tuple[dict[str, str], list[Unresolved]]:
-    out: dict[str, str] = {}
-    missing: list[Unresolved] = []
-    for key, value in table.items():
-        match = _TEMPLATE.fullmatch(value)
-        if match is None:
-            out[key] = value
-        elif match.group(1) in environ:
-            out[key] = environ[match.group(1)]
-        elif match.group(2) is not None:
-            out[key] = match.group(2)
-        else:
+class _Tables:
+    """Resolves each table of one task.toml against one task's host scope."""
+
+    def __init__(self, scope: HostScope, toml_path: Path, text: str) -> None:
+        self.scope, self.path, self.text = scope, toml_path, text
+        self.missing: list[Unresolved] = []
+
+    def env(self, table: Mapping[str, str], where: tuple[str, ...]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key, value in table.items():
+            match = _TEMPLATE.fullmatch(value)
+            if match is None:
+                out[key] = value
+                continue
+            name, default = match.group(1), match.group(2)
             loc = (*where, key)
-            missing.append(
-                (
-                    loc,
-                    f"{'.'.join(loc)} = {value!r}: the host has no variable "
-                    f"{match.group(1)!r} and no default is given (write ${{"
-                    f"{match.group(1)}:-default}} for one)",
-                )
+            host = self.scope.read(
+                name,
+                self.path,
+                ".".join(loc),
+                default=default is not None,
+                line=field_line(self.text, loc),
             )
-    return out, missing
+            if host is not None:
+                out[key] = host
+            elif default is not None:
+                out[key] = default
+            else:
+                why = self.scope.why_not(name)
+                self.missing.append((loc, f"{'.'.join(loc)} = {value!r}: {why}"))
+        return out
 
+    def section(self, section: Any, where: tuple[str, ...]) -> Any:
+        return section.model_copy(update={"env": self.env(section.env, where)})
 
-def _resolved(
-    section: Any, where: tuple[str, ...], environ: Mapping[str, str], out: list[Unresolved]
-) -> Any:
-    env, missing = resolve_env(section.env, where, environ)
-    out.extend(missing)
-    return section.model_copy(update={"env": env})
-
-
-def resolve_task_env(
-    config: TaskConfig, environ: Mapping[str, str]
-) -> tuple[TaskConfig, list[Unresolved]]:
-    """`config` with every env table resolved, and what could not be."""
-    problems: list[Unresolved] = []
-
-    def verifier(section: Any, where: tuple[str, ...]) -> Any:
-        resolved = _resolved(section, (*where, "env"), environ, problems)
+    def verifier(self, section: Any, where: tuple[str, ...]) -> Any:
+        resolved = self.section(section, (*where, "env"))
         if section.environment is not None:
-            env = _resolved(section.environment, (*where, "environment", "env"), environ, problems)
+            env = self.section(section.environment, (*where, "environment", "env"))
             resolved = resolved.model_copy(update={"environment": env})
         return resolved
 
+
+def resolve_task_env(
+    config: TaskConfig, scope: HostScope, toml_path: Path, text: str
+) -> tuple[TaskConfig, list[Unresolved]]:
+    """`config` with every env table resolved, and what could not be (`text`: task.toml's)."""
+    tables = _Tables(scope, toml_path, text)
     update: dict[str, Any] = {
-        "environment": _resolved(config.environment, ("environment", "env"), environ, problems),
-        "solution": _resolved(config.solution, ("solution", "env"), environ, problems),
-        "verifier": verifier(config.verifier, ("verifier",)),
+        "environment": tables.section(config.environment, ("environment", "env")),
+        "solution": tables.section(config.solution, ("solution", "env")),
+        "verifier": tables.verifier(config.verifier, ("verifier",)),
     }
     if config.steps is not None:
         update["steps"] = [
             step.model_copy(
-                update={"verifier": verifier(step.verifier, ("steps", str(i), "verifier"))}
+                update={"verifier": tables.verifier(step.verifier, ("steps", str(i), "verifier"))}
             )
             for i, step in enumerate(config.steps)
         ]
-    return config.model_copy(update=update), problems
+    return config.model_copy(update=update), tables.missing

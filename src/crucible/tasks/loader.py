@@ -14,6 +14,7 @@ import hashlib
 import os
 import posixpath
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,11 +22,13 @@ from crucible.errors import TaskInvalid
 from crucible.records.text import storable_text
 from crucible.tasks.compose import check_compose
 from crucible.tasks.host_env import resolve_task_env
+from crucible.tasks.hostvars import NO_HOST, HostEnv, HostScope
 from crucible.tasks.models import Task, TaskConfig
 from crucible.tasks.problems import Problem, TaskCheck
-from crucible.tasks.steps import check_steps, read_instruction
+from crucible.tasks.steps import check_steps, read_instruction, refuse_links
 from crucible.tasks.support import compose_file, feature_uses
 from crucible.tasks.task_toml import TASK_TOML, check_config, field_line
+from crucible.tasks.taskfs import context_problems, read_task_bytes, read_task_text, task_entry
 
 INSTRUCTION = "instruction.md"
 TEST_SCRIPT = "tests/test.sh"
@@ -39,9 +42,9 @@ _DIGEST_SKIP_DIRS = frozenset(
 _DIGEST_SKIP_FILES = frozenset({".DS_Store"})
 
 
-def load_task(path: Path) -> Task:
+def load_task(path: Path, host: HostEnv = NO_HOST) -> Task:
     """Load and validate the task at `path`; `TaskInvalid` lists every error."""
-    check = check_task(path)
+    check = check_task(path, host)
     if check.task is None or check.errors:
         raise TaskInvalid(
             format_invalid(check), hint="run `crucible tasks check` on it for details"
@@ -49,9 +52,9 @@ def load_task(path: Path) -> Task:
     return check.task
 
 
-def validate_task(path: Path) -> list[Problem]:
+def validate_task(path: Path, host: HostEnv = NO_HOST) -> list[Problem]:
     """Every problem of the task at `path` (errors and warnings); empty when it is clean."""
-    return check_task(path).problems
+    return check_task(path, host).problems
 
 
 def format_invalid(check: TaskCheck) -> str:
@@ -60,10 +63,15 @@ def format_invalid(check: TaskCheck) -> str:
     return "\n".join(lines)
 
 
-def check_task(path: Path) -> TaskCheck:
-    """Check the task directory at `path`, collecting every problem rather than stopping at one."""
+def check_task(path: Path, host: HostEnv = NO_HOST) -> TaskCheck:
+    """Check the task directory at `path`, collecting every problem rather than stopping at one.
+
+    `${VAR}` reads only the host variables `host` allows (none by default); no file of the
+    task is read through a link (tasks/taskfs.py)."""
     path = Path(path)
     check = TaskCheck(path=path, name=storable_text(path.resolve().name))  # a folder's bytes
+    scope = host.scope()
+    check.host_reads = scope.reads
     if not path.exists():
         check.problems.append(Problem(path=path, message="no such file or directory"))
         return check
@@ -75,7 +83,8 @@ def check_task(path: Path) -> TaskCheck:
     if config is not None and config.task is not None and config.task.name:
         check.name = config.task.name
     if config is not None:
-        config = _resolve_env(path, config, check)
+        config = _resolve_env(path, config, check, scope)
+    refuse_links(path, ["environment", "tests", "solution", "steps"], check)
     step_instructions: dict[str, str] = {}
     instruction: str | None
     if config is not None and config.steps:
@@ -83,9 +92,10 @@ def check_task(path: Path) -> TaskCheck:
         step_instructions = check_steps(path, config, check)
         instruction = ""
     else:
-        instruction = read_instruction(path / INSTRUCTION, check)
+        instruction = read_instruction(path, INSTRUCTION, check)
         _check_scripts(path, check)
     workdir = _check_environment(path, config, check)
+    _check_bundled(path, config, check)
 
     # task.toml's problems first, in line order; then the other files'.
     check.problems.sort(key=lambda p: (p.path.name != TASK_TOML, str(p.path), p.line or 0))
@@ -101,19 +111,35 @@ def check_task(path: Path) -> TaskCheck:
         digest=tree_digest(path),
         environment_digest=tree_digest(env_dir) if env_dir.is_dir() else None,
         dockerfile_workdir=workdir,
+        host_env=scope.used(),
     )
     _report_features(check.task, check)
     if (compose := compose_file(check.task)) is not None:
-        if (wrong := check_compose(compose, config.environment)) is not None:
-            check.problems.append(Problem(path=compose, message=wrong))
+        if (wrong := check_compose(compose, config.environment, scope)) is not None:
+            failed = [r for r in scope.reads if r.file == compose and r.name in wrong]
+            line = failed[-1].line if failed else None
+            check.problems.append(Problem(path=compose, line=line, message=wrong))
+        # What the compose file read of the host goes with the task (the docker provider
+        # reads the file again, with these values and no others).
+        check.task = check.task.model_copy(update={"host_env": scope.used()})
     check.problems.sort(key=lambda p: (p.path.name != TASK_TOML, str(p.path), p.line or 0))
     return check
 
 
-def _resolve_env(task_dir: Path, config: TaskConfig, check: TaskCheck) -> TaskConfig:
+def _toml_text(task_dir: Path) -> str:
+    """task.toml's text, to point at lines (check_config has read it already)."""
+    try:
+        return read_task_bytes(task_dir, TASK_TOML).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _resolve_env(
+    task_dir: Path, config: TaskConfig, check: TaskCheck, scope: HostScope
+) -> TaskConfig:
     toml_path = task_dir / TASK_TOML
-    resolved, missing = resolve_task_env(config, os.environ)
-    text = toml_path.read_text(encoding="utf-8")
+    text = _toml_text(task_dir)
+    resolved, missing = resolve_task_env(config, scope, toml_path, text)
     for loc, message in missing:
         check.problems.append(Problem(path=toml_path, line=field_line(text, loc), message=message))
     return resolved
@@ -123,7 +149,7 @@ def _report_features(task: Task, check: TaskCheck) -> None:
     """A warning for each Harbor feature used that no provider runs yet (the launch refuses
     those, or runs without the ignored ones)."""
     toml_path = task.path / TASK_TOML
-    text = toml_path.read_text(encoding="utf-8")
+    text = _toml_text(task.path)
     for use in feature_uses(task):
         if use.supported:
             continue
@@ -156,12 +182,17 @@ def _check_scripts(task_dir: Path, check: TaskCheck) -> None:
 
 def _check_environment(task_dir: Path, config: TaskConfig | None, check: TaskCheck) -> str | None:
     dockerfile = task_dir / DOCKERFILE
-    if dockerfile.is_file():
-        try:
-            text = dockerfile.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            check.problems.append(Problem(path=dockerfile, message=f"not UTF-8 text: {exc}"))
+    if task_entry(task_dir, "environment") == "link":
+        return None  # refused as a link already
+    if dockerfile.is_file() or dockerfile.is_symlink():
+        text = read_task_text(
+            task_dir, DOCKERFILE, check, missing="environment/Dockerfile is missing"
+        )
+        if text is None:
             return None
+        # environment/ is the build context: no link in it may lead a builder out of it.
+        for entry, why in context_problems(task_dir / "environment"):
+            check.problems.append(Problem(path=entry, message=why))
         if not re.search(r"^\s*FROM\s", text, re.IGNORECASE | re.MULTILINE):
             check.problems.append(
                 Problem(path=dockerfile, message="the Dockerfile has no FROM line")
@@ -179,6 +210,20 @@ def _check_environment(task_dir: Path, config: TaskConfig | None, check: TaskChe
             )
         )
     return None
+
+
+def _check_bundled(task_dir: Path, config: TaskConfig | None, check: TaskCheck) -> None:
+    """A tests/ folder holding a Dockerfile is a build context (a separate verifier's)."""
+    steps = (config.steps or []) if config is not None else []
+    rels = ["tests", *(f"steps/{s.name}/tests" for s in steps)]
+    for rel in rels:
+        tests = task_dir / rel
+        if task_entry(task_dir, rel) != "dir" or not os.path.lexists(tests / "Dockerfile"):
+            continue
+        if read_task_text(task_dir, f"{rel}/Dockerfile", check, missing="no Dockerfile") is None:
+            continue  # said already
+        for entry, why in context_problems(tests):
+            check.problems.append(Problem(path=entry, message=why))
 
 
 def dockerfile_workdir(text: str) -> str | None:
@@ -216,8 +261,20 @@ def tree_digest(root: Path) -> str:
             target = os.readlink(full).encode("utf-8", "surrogateescape")
             digest.update(b"L" + str(len(target)).encode() + b"\0" + target)
             continue
-        digest.update(b"F" + str(full.stat().st_size).encode() + b"\0")
-        with full.open("rb") as fh:
+        # A fifo or a device is hashed as what it is, never opened (it would hang the
+        # loader or read a device); a file is checked again on its fd (O_NOFOLLOW).
+        kind = stat.S_IFMT(full.lstat().st_mode)
+        fd = -1
+        if kind == stat.S_IFREG:
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            kind = stat.S_IFMT(os.fstat(fd).st_mode)
+        if kind != stat.S_IFREG:
+            if fd >= 0:
+                os.close(fd)
+            digest.update(b"S" + str(kind).encode() + b"\0")
+            continue
+        with os.fdopen(fd, "rb") as fh:
+            digest.update(b"F" + str(os.fstat(fd).st_size).encode() + b"\0")
             while chunk := fh.read(1 << 16):
                 digest.update(chunk)
     return digest.hexdigest()

@@ -305,6 +305,9 @@ class Task(BaseModel):
     environment_digest: str | None = None  # sha256 over environment/ only
     dockerfile_workdir: str | None = None  # last WORKDIR of environment/Dockerfile
     step_name: str | None = None  # set on the view of one step (engine/steps.py)
+    # The allowed host variables the task read (name -> value), for the compose file read
+    # again at run time; never part of its identity, never stored, never shown.
+    host_env: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
 
     @property
     def environment_dir(self) -> Path:

@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from crucible.tasks.hostvars import HostRead
 from crucible.tasks.models import Task
 
 Severity = Literal["error", "warning"]
@@ -42,6 +43,8 @@ class TaskCheck:
     name: str
     task: Task | None = None
     problems: list[Problem] = field(default_factory=list)
+    # Every host variable the task names (task.toml's env tables, the compose file).
+    host_reads: list[HostRead] = field(default_factory=list)
 
     @property
     def errors(self) -> list[Problem]:

@@ -5,13 +5,39 @@ its tests (a docker_image, or a Dockerfile beside them) needs none."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from crucible.tasks.models import StepSection, TaskConfig
 from crucible.tasks.problems import Problem, TaskCheck
 from crucible.tasks.sections import VerifierMode
+from crucible.tasks.taskfs import read_task_text, task_entry
 
 STEPS_DIR = "steps"
+# What of a step is uploaded to the sandbox as a folder: never a link to one.
+STEP_DIRS = ("tests", "solution", "workdir")
+
+
+def refuse_links(task_dir: Path, rels: list[str], check: TaskCheck) -> bool:
+    """A problem for each of `rels` (folders the host copies into a sandbox) that is a link,
+    or has one on its way: a linked folder would be copied from wherever it points."""
+    found: set[Path] = set()
+    for rel in rels:
+        if task_entry(task_dir, rel) == "link":
+            path = task_dir / rel
+            while not path.is_symlink():  # the link on the way (steps/a, not steps/a/tests)
+                path = path.parent
+            if path in found:
+                continue
+            found.add(path)
+            check.problems.append(
+                Problem(
+                    path=path,
+                    message=f"is a symbolic link (to {os.readlink(path)!r}): task folders "
+                    "are copied and read without following links",
+                )
+            )
+    return bool(found)
 
 
 def check_steps(task_dir: Path, config: TaskConfig, check: TaskCheck) -> dict[str, str]:
@@ -20,15 +46,15 @@ def check_steps(task_dir: Path, config: TaskConfig, check: TaskCheck) -> dict[st
     shared_test = task_dir / "tests" / "test.sh"
     for step in config.steps or []:
         step_dir = task_dir / STEPS_DIR / step.name
-        if not step_dir.resolve().is_relative_to(task_dir.resolve()):
-            check.problems.append(Problem(path=step_dir, message="the step leaves the task"))
+        rel = f"{STEPS_DIR}/{step.name}"
+        if refuse_links(task_dir, [rel, *(f"{rel}/{d}" for d in STEP_DIRS)], check):
             continue
         if not step_dir.is_dir():
             check.problems.append(
                 Problem(path=step_dir, message=f"step {step.name!r}: its directory is missing")
             )
             continue
-        text = read_instruction(step_dir / "instruction.md", check, f"step {step.name!r}: ")
+        text = read_instruction(task_dir, f"{rel}/instruction.md", check, f"step {step.name!r}: ")
         if text is not None:
             instructions[step.name] = text
         tests = step_dir / "tests"
@@ -66,21 +92,14 @@ def check_steps(task_dir: Path, config: TaskConfig, check: TaskCheck) -> dict[st
     return instructions
 
 
-def read_instruction(path: Path, check: TaskCheck, prefix: str = "") -> str | None:
-    """The instruction's text, or None with the problem recorded (`prefix` names the step)."""
-    problem = None
-    text = ""
-    if not path.is_file():
-        problem = "instruction.md is missing"
-    else:
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            problem = f"not UTF-8 text: {exc}"
-        if problem is None and not text.strip():
-            problem = "instruction.md is empty"
-    if problem is not None:
-        check.problems.append(Problem(path=path, message=prefix + problem))
+def read_instruction(task_dir: Path, rel: str, check: TaskCheck, prefix: str = "") -> str | None:
+    """The instruction's text, or None with the problem recorded (`prefix` names the step).
+    Read without following a link (tasks/taskfs.py): it goes into the model's prompt."""
+    text = read_task_text(task_dir, rel, check, missing="instruction.md is missing", prefix=prefix)
+    if text is not None and not text.strip():
+        check.problems.append(
+            Problem(path=task_dir / rel, message=prefix + "instruction.md is empty")
+        )
         return None
     return text
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from crucible.tasks.models import TaskConfig
 from crucible.tasks.problems import Problem, Report, Severity, TaskCheck
+from crucible.tasks.taskfs import read_task_text
 
 TASK_TOML = "task.toml"
 
@@ -21,13 +22,8 @@ _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 def check_config(task_dir: Path, check: TaskCheck) -> TaskConfig | None:
     toml_path = task_dir / TASK_TOML
-    if not toml_path.is_file():
-        check.problems.append(Problem(path=toml_path, message="task.toml is missing"))
-        return None
-    try:
-        text = toml_path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        check.problems.append(Problem(path=toml_path, message=f"not UTF-8 text: {exc}"))
+    text = read_task_text(task_dir, TASK_TOML, check, missing="task.toml is missing")
+    if text is None:
         return None
     try:
         raw = tomllib.loads(text)

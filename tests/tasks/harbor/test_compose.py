@@ -7,6 +7,7 @@ it; a compose file crucible will not run makes the task invalid when it is loade
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from tests.tasks.harbor.test_runs import run
 from crucible.engine.launch import LaunchRefused, prepare_launch
 from crucible.engine.request import RunRequest
 from crucible.store.layout import ARTIFACTS_DIR, SANDBOX_DIR
+from crucible.tasks.hostvars import HostEnv
 from crucible.tasks.loader import check_task
 
 TASK = Path(__file__).parent / "tasks" / "compose"
@@ -119,10 +121,13 @@ async def test_a_compose_file_crucible_will_not_run_is_invalid_at_load(
     with pytest.raises(LaunchRefused) as refused:
         await prepare_launch(req)
     assert refused.value.error == "task_invalid" and not (tmp_path / "j").exists()
-    # Interpolated as at run time: from the host and the task's env.
-    compose.write_text("services:\n  db:\n    image: ${CRUCIBLE_TEST_DB_IMAGE}\n")
-    monkeypatch.delenv("CRUCIBLE_TEST_DB_IMAGE", raising=False)
-    (problem,) = check_task(task).errors
-    assert "services.db.image: the host has no variable 'CRUCIBLE_TEST_DB_IMAGE'" in problem.message
-    monkeypatch.setenv("CRUCIBLE_TEST_DB_IMAGE", "debian:bookworm-slim")
-    assert check_task(task).errors == []
+    # Interpolated as at run time: from the task's env and the host variables allowed.
+    compose.write_text("services:\n  db:\n    image: ${TEST_DB_IMAGE}\n")
+    monkeypatch.delenv("TEST_DB_IMAGE", raising=False)
+    (problem,) = check_task(task, HostEnv(["TEST_DB_IMAGE"], os.environ)).errors
+    assert "services.db.image: the host has no variable 'TEST_DB_IMAGE'" in problem.message
+    monkeypatch.setenv("TEST_DB_IMAGE", "debian:bookworm-slim")
+    assert check_task(task, HostEnv(["TEST_DB_IMAGE"], os.environ)).errors == []
+    (problem,) = check_task(task).errors  # set on the host, but not allowed: never read
+    assert "which this run does not allow (pass --task-env TEST_DB_IMAGE" in problem.message
+    assert problem.line == 3

@@ -5,6 +5,7 @@ any sandbox exists. Also: ${VAR} resolution, the per-step layout, reward.json de
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -16,11 +17,20 @@ from crucible.cli import tasks as tasks_cli
 from crucible.engine.launch import LaunchRefused, prepare_launch
 from crucible.engine.request import RunRequest
 from crucible.errors import ErrorKind, TaskInvalid, VerifierFailed
+from crucible.tasks.hostvars import HostEnv
 from crucible.tasks.loader import check_task, load_task
 from crucible.tasks.support import feature_uses, unsupported_features
 from crucible.verifiers.rewards import split_reward_json
 
 TASKS = Path(__file__).parent / "tasks"
+# The host variables env-vars reads: allowed by the operator (--task-env), else never read.
+ALLOWED = ["HARBOR_FROM_HOST", "HARBOR_UNSET_VAR", "HARBOR_ANSWER"]
+
+
+def host() -> HostEnv:
+    return HostEnv(ALLOWED, os.environ)
+
+
 # compose sidecars, and their hooks and artifacts, run on docker only
 DOCKER_ONLY = {"environment/docker-compose.yaml", "verifier.collect.service / artifacts.service"}
 
@@ -35,9 +45,9 @@ def network_task(tmp_path: Path, toml: str) -> Path:
 
 @pytest.fixture(autouse=True)
 def _host_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CRUCIBLE_HARBOR_FROM_HOST", "from-the-host")
-    monkeypatch.delenv("CRUCIBLE_HARBOR_UNSET_VAR", raising=False)
-    monkeypatch.delenv("CRUCIBLE_HARBOR_ANSWER", raising=False)
+    monkeypatch.setenv("HARBOR_FROM_HOST", "from-the-host")
+    monkeypatch.delenv("HARBOR_UNSET_VAR", raising=False)
+    monkeypatch.delenv("HARBOR_ANSWER", raising=False)
 
 
 @pytest.mark.parametrize(
@@ -60,7 +70,7 @@ def _host_env(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_each_task_loads_and_names_what_crucible_cannot_run(name: str, fields: list[str]) -> None:
-    task = load_task(TASKS / name)
+    task = load_task(TASKS / name, host())
     assert [u.feature.field for u in feature_uses(task)] == fields
     runs = {
         "artifacts",
@@ -97,8 +107,8 @@ def test_per_phase_network_and_allowlist(tmp_path: Path) -> None:
 
 
 def test_env_tables_resolve_from_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CRUCIBLE_HARBOR_ANSWER", "7")
-    cfg = load_task(TASKS / "env-vars").config
+    monkeypatch.setenv("HARBOR_ANSWER", "7")
+    cfg = load_task(TASKS / "env-vars", host()).config
     assert cfg.environment.env == {
         "FROM_HOST": "from-the-host",
         "WITH_DEFAULT": "fallback",
@@ -111,13 +121,13 @@ def test_env_tables_resolve_from_the_host(monkeypatch: pytest.MonkeyPatch) -> No
 def test_an_unset_variable_without_default_is_task_invalid_and_named(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("CRUCIBLE_HARBOR_FROM_HOST")
-    check = check_task(TASKS / "env-vars")
+    monkeypatch.delenv("HARBOR_FROM_HOST")
+    check = check_task(TASKS / "env-vars", host())
     lines = sorted((p.line, p.message.split(" = ")[0]) for p in check.errors)
     assert lines == [(3, "environment.env.FROM_HOST"), (6, "verifier.env.EXPECTED")]
-    assert all("'CRUCIBLE_HARBOR_FROM_HOST'" in p.message for p in check.errors)
+    assert all("'HARBOR_FROM_HOST'" in p.message for p in check.errors)
     with pytest.raises(TaskInvalid) as err:
-        load_task(TASKS / "env-vars")
+        load_task(TASKS / "env-vars", host())
     assert err.value.kind == ErrorKind.task_invalid
 
 
@@ -166,7 +176,8 @@ def test_tasks_check_prints_support_per_field() -> None:
     tasks_cli.register(app)
     app.callback()(lambda: None)
     runner = CliRunner()
-    out = runner.invoke(app, ["tasks", "check", str(TASKS)], terminal_width=400)
+    allow = [a for name in ALLOWED for a in ("--task-env", name)]
+    out = runner.invoke(app, ["tasks", "check", *allow, str(TASKS)], terminal_width=400)
     assert out.exit_code == 0, out.output  # valid Harbor tasks, all of them
     text = out.output
     assert (
@@ -196,7 +207,14 @@ async def test_the_launch_refuses_them_before_anything_is_made(tmp_path: Path) -
     def on_invalid(path: Path, problems: list[object]) -> None:
         seen.append(path)
 
-    req = RunRequest(paths=[TASKS], env="simulated", agent="oracle", jobs_dir=jobs, job_name="j")
+    req = RunRequest(
+        paths=[TASKS],
+        env="simulated",
+        agent="oracle",
+        jobs_dir=jobs,
+        job_name="j",
+        task_env=ALLOWED,
+    )
     with pytest.raises(LaunchRefused) as refused:
         await prepare_launch(req, on_invalid=on_invalid)
     assert refused.value.error == "resources_unavailable"

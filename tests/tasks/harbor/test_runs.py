@@ -48,11 +48,16 @@ async def test_no_network_mode_means_the_network_and_the_job_can_lock_it(tmp_pat
 async def test_env_templates_reach_the_sandbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CRUCIBLE_HARBOR_FROM_HOST", "host-value")
-    monkeypatch.delenv("CRUCIBLE_HARBOR_UNSET_VAR", raising=False)
-    monkeypatch.delenv("CRUCIBLE_HARBOR_ANSWER", raising=False)
+    monkeypatch.setenv("HARBOR_FROM_HOST", "host-value")
+    monkeypatch.delenv("HARBOR_UNSET_VAR", raising=False)
+    monkeypatch.delenv("HARBOR_ANSWER", raising=False)
     req = RunRequest(
-        paths=[TASKS / "env-vars"], env="local", agent="oracle", jobs_dir=tmp_path, job_name="e"
+        paths=[TASKS / "env-vars"],
+        env="local",
+        agent="oracle",
+        jobs_dir=tmp_path,
+        job_name="e",
+        task_env=["HARBOR_FROM_HOST", "HARBOR_UNSET_VAR", "HARBOR_ANSWER"],
     )
     # solve.sh writes "$FROM_HOST $WITH_DEFAULT $ANSWER"; test.sh compares with $EXPECTED.
     assert rewards(await run(req)) == [("graded", {"reward": 1.0})]

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import SandboxSpec
 from crucible.tasks.compose_fields import Build
+from crucible.tasks.taskfs import refuse_context
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,7 @@ class ImageCache:
         dockerfile = recipe.dockerfile if recipe else "Dockerfile"
         if not (context / dockerfile).is_file():
             raise TaskInvalid(f"its image cannot be built: {context}/{dockerfile} is missing")
+        refuse_context(context)  # no link out of the context reaches the engine
         self.builds_run += 1
         ctl = _BuildControl()
         started = time.monotonic()

@@ -45,6 +45,7 @@ from crucible.tasks.compose import (
     load_compose,
 )
 from crucible.tasks.compose_fields import Condition, Health
+from crucible.tasks.hostvars import HostEnv
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +119,12 @@ class ComposeStack:
             memory_mb=spec.memory_mb,
             image=spec.image,
         )
+        # Read again as the loader read it: the host variables the task was allowed, no more.
         self.compose: ComposeFile = load_compose(
-            spec.compose_file, variables, main_image=spec.image
+            spec.compose_file,
+            variables,
+            main_image=spec.image,
+            host=HostEnv.of(spec.host_env).scope(),
         )
         self._engine = engine
         self._images = images

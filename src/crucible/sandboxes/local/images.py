@@ -44,6 +44,7 @@ from crucible.sandboxes.local.imagetools import (
     find_tool,
     find_tools,
 )
+from crucible.tasks.taskfs import refuse_context
 
 log = logging.getLogger(__name__)
 
@@ -298,6 +299,7 @@ class ImageStore:
     async def _build(self, tool: ImageTool, spec: SandboxSpec, digest: str, context: Path) -> str:
         if not (context / "Dockerfile").is_file():
             raise TaskInvalid(f"its image cannot be built: {context}/Dockerfile is missing")
+        refuse_context(context)  # no link out of the context reaches the builder
         tag = env_tag(digest)
         existing = await tool.find(tag)
         if existing is not None:  # built before (e.g. by the docker provider on this engine)

@@ -22,6 +22,7 @@ from typing import Any
 from crucible.errors import CrucibleError, ResourcesUnavailable, SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.modal.sdk import Sdk
+from crucible.tasks.taskfs import refuse_context
 
 _ADD = re.compile(r"^\s*ADD\s+(.+)$", re.IGNORECASE | re.MULTILINE)
 
@@ -90,6 +91,7 @@ class ImageCache:
                     ctx = Path(spec.dockerfile_dir)
                     if not (ctx / "Dockerfile").is_file():
                         raise TaskInvalid(f"{ctx}/Dockerfile does not exist")
+                    refuse_context(ctx)  # Modal's client uploads COPY sources, links followed
                     image = sdk.sync(
                         None, "Image.from_dockerfile", str(ctx / "Dockerfile"), context_dir=str(ctx)
                     )

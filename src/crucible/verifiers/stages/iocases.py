@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from crucible.errors import TaskInvalid
+from crucible.tasks.taskfs import TaskFileRefused, task_entry
 
 MAX_CASES = 200
 MAX_REQUESTS = 100
@@ -61,6 +62,15 @@ def task_file(task_dir: Path, rel: str, what: str) -> Path:
     path = (root / rel).resolve()
     if root not in path.parents or not path.is_file():
         raise TaskInvalid(f"io stage: {what} {rel!r} is not a file inside the task folder")
+    try:  # as every task file: no link on the way, even one that stays inside (tasks/taskfs.py)
+        kind = task_entry(root, rel)
+    except TaskFileRefused:
+        kind = "outside"
+    if kind != "file":
+        raise TaskInvalid(
+            f"io stage: {what} {rel!r} is not a plain file of the task folder "
+            "(task files are never read through a link, nor named with '..')"
+        )
     return path
 
 
