@@ -190,6 +190,11 @@ class ProviderCapabilities(BaseModel):
     # (/, /bin, /lib*, /sbin, /usr, /etc): what grading runs is then not the agent's.
     immutable_layout: bool = False
     isolation: str = ""  # human words: how isolation and limits are enforced
+    # What a sandbox with network reaches of this machine's own non-loopback addresses:
+    # "blocked" (local: prohibit routes in its netns), "reachable" (docker: the host is
+    # its bridge's gateway), "elsewhere" (it runs on another machine; the conformance
+    # suite then never probes this one's addresses, whose packets would leave it).
+    host_addresses: Literal["blocked", "reachable", "elsewhere"] = "elsewhere"
 
 
 class Provider(abc.ABC):

@@ -140,6 +140,9 @@ class DockerProvider(Provider):
                 "disk size only on storage drivers with quotas; capabilities dropped, "
                 "no-new-privileges; network off unless the task asks for it"
             ),
+            # On the default bridge the host is the gateway: a container with network
+            # reaches every host address that is not loopback (nothing here blocks it).
+            host_addresses="reachable" if self._where().startswith("unix:") else "elsewhere",
         )
 
     async def prepare(self, specs: list[SandboxSpec]) -> None:

@@ -35,6 +35,7 @@ from crucible.sandboxes.local.grading import LocalGrading
 from crucible.sandboxes.local.host import SandboxHost
 from crucible.sandboxes.local.init import CTL, INIT_NAME, WORKER_NAME, server_script
 from crucible.sandboxes.local.pool import MARKER, Slot
+from crucible.sandboxes.local.usernet import UserNet
 
 if TYPE_CHECKING:
     from crucible.sandboxes.local.imagemode import ImageMode
@@ -100,6 +101,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         self._closed = False
         self._oom_seen = 0
         self._joined = False  # pid 1 moved itself into the slot's cgroups
+        self._net: UserNet | None = None  # with network: slirp4netns on its netns (usernet.py)
         self._loop = asyncio.get_running_loop()
         self._ready: asyncio.Future[None] = self._loop.create_future()
         self.base_env: dict[str, str] = {}
@@ -222,6 +224,9 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
                     self.cgroup.add(kid)
         except OSError as exc:
             raise SandboxFailed(f"could not set the sandbox up: {exc}") from exc
+        if self.spec.network == "public":  # before anything of the task's runs
+            self._net = UserNet(self.init_pid)
+            await self._net.start()
         entrypoint = self.image.entrypoint_script() if self.image else None
         if entrypoint:
             await self._run(entrypoint, input=None, timeout=30.0, output_cap=4096)
@@ -333,6 +338,9 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
             if self._init_fd >= 0:  # pid 1 exits last: then every process inside is gone
                 await self._wait_readable(self._init_fd, 10.0)
             await self._reap()
+        if self._net is not None:  # after pid 1: the agent never outlives its network
+            with contextlib.suppress(Exception):
+                await self._net.close()
         self._server_gone()
         for fd in (self._in_fd, self._out_fd, self._init_fd, self._root_fd):
             if fd >= 0:
