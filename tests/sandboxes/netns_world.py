@@ -59,14 +59,18 @@ async def probe_all(targets: dict[str, tuple[str, int]]) -> dict[str, str]:
     return out
 
 
-async def main() -> None:
-    ip("link", "set", "lo", "up")
-    outside = subprocess.Popen(
+def start_outside() -> subprocess.Popen[str]:
+    return subprocess.Popen(
         ["unshare", "--net", sys.executable, "-c", OUTSIDE],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+async def main() -> None:
+    ip("link", "set", "lo", "up")
+    outside = start_outside()
     assert outside.stdin is not None and outside.stdout is not None
     try:
         assert outside.stdout.readline() == "in B\n"  # unshare execs python in the same pid

@@ -9,6 +9,7 @@ helper never outlives its sandbox, nor crucible, and a missing one is a clear fa
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -85,19 +86,20 @@ asyncio.run(main())
 async def test_helper_dies_with_crucible() -> None:
     job = f"net-crash-{uuid.uuid4().hex[:6]}"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}"}
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, job], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HOLDER, job, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
     assert holder.stdout is not None
     try:
-        pid = int(holder.stdout.readline())
+        pid = int(await holder.stdout.readline())
         assert not _gone(pid)
         holder.send_signal(signal.SIGKILL)  # no close(), no finalizer: the kernel closes its fds
-        holder.wait()
+        await holder.wait()
         await await_until(lambda: _gone(pid), "slirp4netns to exit with crucible")
     finally:
-        holder.kill()
-        holder.wait()
+        if holder.returncode is None:
+            holder.kill()
+            await holder.wait()
         provider = LocalProvider()
         await provider.cleanup(job)
 

@@ -224,7 +224,12 @@ async def _read_ready(loop: asyncio.AbstractEventLoop, fd: int) -> bytes | None:
 async def _exited(pidfd: int, timeout: float) -> bool:
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(pidfd, lambda: done.done() or done.set_result(None))
+
+    def on_exit() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(pidfd, on_exit)
     try:
         await asyncio.wait_for(done, timeout)
         return True
