@@ -17,8 +17,8 @@ the host. So:
 - No IPv6 route at all (slirp4netns without --enable-ipv6).
 - DNS is slirp's forwarder, 10.0.2.3 (the sandbox's resolv.conf names it),
   which asks the host's own resolvers.
-- slirp4netns runs with --enable-sandbox (an empty mount namespace, every
-  capability dropped) and exits when its exit fd, which only this process holds,
+- slirp4netns runs with --enable-sandbox when we are root (an empty mount
+  namespace, every capability dropped; otherwise it runs as our own user) and exits when its exit fd, which only this process holds,
   is closed: at close(), or by the kernel when crucible dies. Its netns is
   given as a path to the namespace file we hold open, never a pid, so it cannot
   join a namespace the sandbox made later (bwrap's nested user namespace).
@@ -78,6 +78,7 @@ class UserNet:
         self.slirp_pid = 0
         self._slirp_fd = -1  # pidfd
         self._exit_w = -1  # slirp4netns exits when this closes
+        self._err = -1  # its stderr (a memfd): read back when it fails to start
         self.blocked: list[str] = []
 
     async def start(self) -> None:
@@ -110,9 +111,12 @@ class UserNet:
         finally:
             os.close(ready_r)
         if ready != b"1":
+            said = os.pread(self._err, 2000, 0).decode(errors="replace").strip().splitlines()
+            tail = ": " + "; ".join(said[-3:]) if said else ""
             raise SandboxFailed(
                 "slirp4netns could not give the sandbox its network "
-                f"({'no answer' if ready is None else 'it exited'})",
+                f"({'no answer' if ready is None else 'it exited'}"
+                f"{tail})",
                 hint="run `crucible doctor`; " + INSTALL_HINT,
             )
 
@@ -149,18 +153,22 @@ class UserNet:
         exit_r, self._exit_w = os.pipe()
         ready_r, ready_w = os.pipe()
         devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        self._err = os.memfd_create("slirp4netns-stderr", os.MFD_CLOEXEC)
         child = [exit_r, ready_w, devnull]
         try:
             for fd in (net_fd, user_fd, exit_r, ready_w):
                 if fd >= 0:
                     os.set_inheritable(fd, True)
             userns = [f"--userns-path=/proc/self/fd/{user_fd}"] if user_fd >= 0 else []
+            # As root, its own empty mount namespace and no capabilities; it cannot do that
+            # as another user (it wants setegid(0)), and then holds no privilege anyway.
+            sandboxed = ["--enable-sandbox"] if user_fd < 0 else []
             argv = [
                 "slirp4netns", "--configure", f"--mtu={MTU}", "--disable-host-loopback",
-                "--enable-sandbox", f"--exit-fd={exit_r}", f"--ready-fd={ready_w}",
+                *sandboxed, f"--exit-fd={exit_r}", f"--ready-fd={ready_w}",
                 *userns, "--netns-type=path", f"/proc/self/fd/{net_fd}", TAP,
             ]  # fmt: skip
-            quiet = [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
+            quiet = [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, self._err, 2)]
             slirp = shutil.which("slirp4netns") or "slirp4netns"
             self.slirp_pid = os.posix_spawn(slirp, argv, {}, file_actions=quiet)
             with contextlib.suppress(OSError):
@@ -179,9 +187,10 @@ class UserNet:
 
     async def close(self) -> None:
         """Stop slirp4netns (closing its exit fd; SIGKILL if it lingers) and reap it."""
-        if self._exit_w >= 0:
-            os.close(self._exit_w)
-            self._exit_w = -1
+        for fd in (self._exit_w, self._err):
+            if fd >= 0:
+                os.close(fd)
+        self._exit_w = self._err = -1
         pid, self.slirp_pid = self.slirp_pid, 0
         if not pid:
             return
