@@ -100,7 +100,7 @@ async def test_no_network(sb: LocalSandbox) -> None:
 
 async def test_public_network_has_its_own_stack(provider: LocalProvider) -> None:
     """With network, the host's loopback stays out of reach (tests/sandboxes/
-    test_local_network.py has the attacks; test_local_network_route.py the route out)."""
+    test_host_services_attack.py has the attacks; test_local_network_route.py the route out)."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen()

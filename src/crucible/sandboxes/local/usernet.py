@@ -37,8 +37,8 @@ import shutil
 import signal
 
 from crucible.errors import SandboxFailed
+from crucible.sandboxes import netlink
 from crucible.sandboxes.hostnet import host_ipv4
-from crucible.sandboxes.local import netlink
 
 SANDBOX_ADDR = "10.0.2.100"  # slirp4netns --configure's defaults (its --cidr)
 GATEWAY = "10.0.2.2"

@@ -1,6 +1,7 @@
 """`ip route add prohibit ADDR/32` in another network namespace, without a process.
 
-When crucible runs as root, the event-loop thread enters the sandbox's network
+Used on a local sandbox's namespace (local/usernet.py) and a docker container's
+(docker/hostblock.py). When crucible runs as root, the event-loop thread enters the network
 namespace (setns is per thread), opens a netlink socket there, and returns at
 once: a socket stays in the namespace it was made in. The routes are then
 written through it. No await happens in between, so nothing else of ours runs

@@ -6,8 +6,10 @@ network, asks an HTTP server of the test's own (the viewer's stand-in, which han
 answer to anyone) on every way to the host: 127.0.0.1, localhost, ::1, slirp's
 gateway 10.0.2.2, the sandbox's default gateway, and each of this machine's own
 addresses (a listener bound on each). Every request must fail and the trial score 0,
-in host mode and in image mode. Before the change (sandboxes with network shared the
-host's network namespace) the solution read the answer and scored 1.0.
+on local in host mode and in image mode, and on docker. Before the change local
+sandboxes with network shared the host's network namespace, and a docker container
+reached the host's servers through its bridge gateway (172.17.0.1) and the host's
+address: the solution read the answer and scored 1.0.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import BASE_IMAGE
+from tests.helpers.attack_tasks import attack_trial
 
 from crucible.agents.oracle import OracleAgent
 from crucible.engine.spec import TrialPlan
@@ -135,8 +138,11 @@ async def trial(task: Task, tmp_path: Path, userland: str) -> TrialResult:
 
 async def _attack(tmp_path: Path, userland: str) -> None:
     async with viewer(secrets.token_hex(16)) as v:
-        task = hostile_task(tmp_path / "t", v, image=userland == "image")
-        r = await trial(task, tmp_path, userland)
+        task = hostile_task(tmp_path / "t", v, image=userland != "host")
+        if userland == "docker":
+            r = await attack_trial("docker", task, tmp_path)
+        else:
+            r = await trial(task, tmp_path, userland)
         hits = list(v.hits)
     assert r.outcome == "graded", (r.outcome, r.error)
     assert r.verifier_result is not None
@@ -152,6 +158,13 @@ async def test_agent_with_network_cannot_read_them_in_image_mode(
     buildah: None, tmp_path: Path
 ) -> None:
     await _attack(tmp_path, "image")
+
+
+@pytest.mark.docker
+async def test_agent_with_network_cannot_read_them_from_docker(
+    docker_engine: None, tmp_path: Path
+) -> None:
+    await _attack(tmp_path, "docker")
 
 
 @pytest.mark.parametrize("network", ["public", "none"])

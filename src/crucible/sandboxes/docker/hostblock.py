@@ -1,0 +1,44 @@
+"""A docker container with network cannot reach this machine's own addresses.
+
+On a bridge the host is the container's gateway, so every host service bound to
+an address other than loopback (the bridge's 172.17.0.1, the LAN address) would
+answer it. Where the engine runs on this machine and crucible is root, each
+address of the host gets a `prohibit` route in the container's network
+namespace right after it starts (netlink.py, no process). The container cannot
+remove them: Docker withholds CAP_NET_ADMIN by default and crucible refuses
+`cap_add` and `privileged`. What stays open: the window between the start and the
+routes (the image's ENTRYPOINT already runs), compose sidecars (a task author's,
+not the agent's), and every engine that is not local or not ours to enter: there
+`capabilities().host_addresses` is "reachable" and `sandboxes check` says so.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from crucible.sandboxes import netlink
+from crucible.sandboxes.hostnet import host_ipv4
+
+
+def can_block(engine_url: str) -> bool:
+    return os.geteuid() == 0 and engine_url.startswith("unix:")
+
+
+def block_in(container: dict[str, Any]) -> list[str]:
+    """Add the prohibit routes to the namespace of this (inspected, running) container,
+    found by its pid and checked to be that container's (its cgroup names its id)."""
+    pid = int((container.get("State") or {}).get("Pid") or 0)
+    cid = str(container.get("Id") or "")
+    if pid <= 0 or not cid:
+        raise OSError("the container has no process")
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            if cid not in f.read():  # an engine in another pid namespace (a VM)
+                raise OSError(f"pid {pid} is not container {cid[:12]} here")
+        addrs = host_ipv4()
+        netlink.prohibit(fd, addrs)
+        return addrs
+    finally:
+        os.close(fd)
