@@ -20,6 +20,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.conftest import BASE_IMAGE
@@ -184,3 +185,39 @@ async def test_sandbox_netns_is_never_the_hosts(network: str) -> None:
         assert resolv[0] == "nameserver 10.0.2.3"
     else:
         assert resolv == []
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(os.geteuid() != 0, reason="the forward enters the container's netns as root")
+async def test_docker_forwards_only_the_agents_endpoint(
+    docker_provider: Any, docker_spec: Any
+) -> None:
+    """An installed agent's model server on this host (its loopback, or an address the
+    container's routes now block) is reached through the container's own loopback, and
+    nothing else of the host is."""
+    served: list[str] = []
+
+    async def model(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        served.append(writer.get_extra_info("sockname")[0])
+        writer.write(b"model says hi\n")
+        await writer.drain()
+        writer.close()
+
+    addrs = ["127.0.0.1", *host_ipv4()[:1]]
+    servers = [await asyncio.start_server(model, a, 0) for a in addrs]
+    try:
+        async with await docker_provider.create(docker_spec(network="public")) as sb:
+            for addr, srv in zip(addrs, servers, strict=True):
+                port = srv.sockets[0].getsockname()[1]
+                url = await sb.expose_url(f"http://{addr}:{port}/v1")
+                inner = int(url.split(":")[2].split("/")[0])
+                r = await sb.exec(
+                    f"timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/{inner}; head -n 1 <&3'; "
+                    f"timeout 3 bash -c 'exec 3<>/dev/tcp/{addr}/{port}' 2>/dev/null "
+                    "&& echo OPEN || echo closed"
+                )
+                assert r.stdout.splitlines() == ["model says hi", "closed"], (addr, r)
+    finally:
+        for srv in servers:
+            srv.close()
+    assert served == addrs

@@ -123,3 +123,40 @@ async def test_missing_helper_is_a_clear_sandbox_failure(
             assert (await sb.exec("echo ok", timeout=30)).stdout == "ok\n"  # no network: fine
     finally:
         await provider.aclose()
+
+
+@root_only
+async def test_only_the_agents_endpoint_is_forwarded_from_host_loopback() -> None:
+    """An installed agent's model server on the host's 127.0.0.1 is reachable through the
+    sandbox's own loopback (forward.py); the host's other loopback ports are not."""
+    served: list[bytes] = []
+
+    async def model(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        served.append(await reader.readline())
+        writer.write(b"model says hi\n")
+        await writer.drain()
+        writer.close()
+
+    endpoint = await asyncio.start_server(model, "127.0.0.1", 0)
+    other = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port, other_port = (s.sockets[0].getsockname()[1] for s in (endpoint, other))
+    provider = LocalProvider(userland="host")
+    await provider.preflight()
+    try:
+        async with await provider.create(SandboxSpec(job_id="net-fwd", network="public")) as sb:
+            url = await sb.expose_url(f"http://localhost:{port}/v1")
+            assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+            inner = int(url.split(":")[2].split("/")[0])
+            assert await sb.expose_url("http://10.9.8.7:80/v1") == "http://10.9.8.7:80/v1"
+            r = await sb.exec(
+                f"timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/{inner}; echo ask >&3; head -n 1 <&3'; "
+                f"timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/{other_port}' 2>/dev/null "
+                "&& echo OPEN || echo closed",
+                timeout=30,
+            )
+            assert r.stdout.splitlines() == ["model says hi", "closed"], r
+        assert served == [b"ask\n"]
+    finally:
+        for s in (endpoint, other):
+            s.close()
+        await provider.aclose()

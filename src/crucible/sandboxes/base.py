@@ -165,6 +165,13 @@ class Sandbox(abc.ABC):
         or None when this provider cannot see them cheaply."""
         return None
 
+    async def expose_url(self, url: str) -> str:
+        """The URL by which commands in this sandbox reach `url`, a service the operator
+        named for them (an installed agent's model endpoint). Default: `url` itself.
+        The local provider forwards a URL on the host's loopback, which its sandboxes
+        cannot reach otherwise, through the sandbox's own loopback (local/forward.py)."""
+        return url
+
     def service(self, name: str) -> Sandbox | None:
         """A compose sidecar of this sandbox by service name (collect hooks run there), or
         None when there is no such service (a sandbox without compose has none)."""

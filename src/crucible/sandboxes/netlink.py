@@ -41,13 +41,19 @@ def _enter(fd: int) -> None:
         raise OSError(err, f"setns: {os.strerror(err)}")
 
 
-def socket_in(net_fd: int) -> socket.socket:
-    """A NETLINK_ROUTE socket in the namespace `net_fd` names (this thread returns home)."""
+def socket_in(
+    net_fd: int,
+    family: int = socket.AF_NETLINK,
+    kind: int = socket.SOCK_RAW,
+    proto: int = socket.NETLINK_ROUTE,
+) -> socket.socket:
+    """A socket made in the namespace `net_fd` names (this thread returns home at once);
+    by default NETLINK_ROUTE (local/forward.py makes a TCP listener this way)."""
     home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     try:
         _enter(net_fd)
         try:
-            return socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+            return socket.socket(family, kind, proto if family == socket.AF_NETLINK else 0)
         finally:
             try:
                 _enter(home)

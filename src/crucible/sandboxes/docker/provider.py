@@ -296,7 +296,8 @@ class DockerProvider(Provider):
             raise
         if spec.network == "public" and not shared and hostblock.can_block(self._where()):
             try:  # before any exec: the agent never sees the host's addresses (hostblock.py)
-                hostblock.block_in(await self._call(api.inspect_container, cid))
+                info = await self._call(api.inspect_container, cid)
+                sandbox.container_pid, sandbox.blocked = hostblock.block_in(info)
             except (docker.errors.DockerException, OSError) as e:
                 await sandbox.close()
                 raise SandboxFailed(

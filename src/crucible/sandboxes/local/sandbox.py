@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from crucible.errors import SandboxFailed
 from crucible.sandboxes.base import Sandbox, SandboxSpec
+from crucible.sandboxes.forward import Forwards
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, build_argv
 from crucible.sandboxes.local.execs import ENV_KEY, LocalExecs, PendingExec
@@ -102,6 +103,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         self._oom_seen = 0
         self._joined = False  # pid 1 moved itself into the slot's cgroups
         self._net: UserNet | None = None  # with network: slirp4netns on its netns (usernet.py)
+        self._forwards = Forwards()  # host endpoints handed to it (forward.py)
         self._loop = asyncio.get_running_loop()
         self._ready: asyncio.Future[None] = self._loop.create_future()
         self.base_env: dict[str, str] = {}
@@ -231,6 +233,12 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         if entrypoint:
             await self._run(entrypoint, input=None, timeout=30.0, output_cap=4096)
 
+    async def expose_url(self, url: str) -> str:
+        if self._lost is not None or not self.init_pid:
+            raise SandboxFailed(f"sandbox lost: {self._lost or 'not started'}")
+        blocked = self._net.blocked if self._net is not None else []
+        return await self._forwards.expose(self.init_pid, url, blocked)
+
     async def changed_system_paths(self) -> list[str] | None:
         """System paths (/bin /sbin /lib* /usr /etc) changed inside: in host mode they are
         read-only binds, so none; in image mode, what the upper layer holds."""
@@ -338,6 +346,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
             if self._init_fd >= 0:  # pid 1 exits last: then every process inside is gone
                 await self._wait_readable(self._init_fd, 10.0)
             await self._reap()
+        await self._forwards.close()
         if self._net is not None:  # after pid 1: the agent never outlives its network
             with contextlib.suppress(Exception):
                 await self._net.close()
