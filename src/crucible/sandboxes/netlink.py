@@ -12,25 +12,33 @@ namespace) usernet.py runs `nsenter ... ip -batch -` instead.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import functools
 import ipaddress
 import os
 import socket
 import struct
+from collections.abc import Iterator
 
 CLONE_NEWNET = 0x40000000
 RTM_NEWROUTE = 24
 NLMSG_ERROR = 2
-NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_REPLACE, NLM_F_CREATE = 0x1, 0x4, 0x100, 0x400
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 RT_TABLE_MAIN, RTPROT_BOOT, RT_SCOPE_UNIVERSE, RTN_PROHIBIT = 254, 3, 0, 8
 RTA_DST = 1
 
 
 @functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+@functools.cache
 def _setns() -> ctypes._CFuncPtr:  # type: ignore[name-defined]
-    libc = ctypes.CDLL(None, use_errno=True)
-    fn = libc.setns
+    fn = _libc().setns
     fn.argtypes = (ctypes.c_int, ctypes.c_int)
     return fn
 
@@ -39,6 +47,48 @@ def _enter(fd: int) -> None:
     if _setns()(fd, CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+@contextlib.contextmanager
+def entered(net_fd: int) -> Iterator[None]:
+    """This thread in the namespace `net_fd` names meanwhile (what it spawns is born
+    there); back home after, or the process ends (see socket_in)."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _enter(net_fd)
+        try:
+            yield
+        finally:
+            try:
+                _enter(home)
+            except OSError:
+                os._exit(70)
+    finally:
+        os.close(home)
+
+
+def new_netns() -> int:
+    """A fresh network namespace, owned by ours (root's), with its loopback up: an fd of
+    it, which keeps it alive. No process lives in it."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _libc().unshare(CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"unshare(CLONE_NEWNET): {os.strerror(err)}")
+        try:
+            fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                req = struct.pack("16sh", b"lo", 0)
+                flags = struct.unpack_from("16sh", fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
+                fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | IFF_UP))
+            return fd
+        finally:
+            try:
+                _enter(home)
+            except OSError:
+                os._exit(70)
+    finally:
+        os.close(home)
 
 
 def socket_in(
@@ -73,7 +123,7 @@ def _message(seq: int, addr: str) -> bytes:
     )  # fmt: skip
     attr = struct.pack("HH", 4 + len(dst), RTA_DST) + dst
     body = rtmsg + attr
-    flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL
+    flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE  # idempotent
     return struct.pack("IHHII", 16 + len(body), RTM_NEWROUTE, flags, seq, 0) + body
 
 

@@ -160,6 +160,7 @@ class BwrapLayout:
     chdir: str = "/"
     block_fd: int | None = None
     writable_root: bool = False  # one-shot runs of the offline Modal runtime (oneshot.py)
+    share_net: bool = False  # spawned in its slot's own netns (usernet.UserNet.for_slot)
 
 
 @functools.cache
@@ -257,8 +258,10 @@ def build_argv(
         "--new-session",
     ]
     # Always a network namespace of its own: with network, usernet.py attaches a
-    # user-mode route out to it (never the host's namespace: its loopback listeners).
-    argv.append("--unshare-net")
+    # user-mode route out to it (never the host's namespace: its loopback listeners),
+    # or bwrap is spawned in its slot's, which has one already.
+    if not layout.share_net:
+        argv.append("--unshare-net")
     sized = "--size" in feats
     if layout.overlay is not None:  # image mode: the agent's own layer (imagemode.py)
         lower, upper, work = layout.overlay

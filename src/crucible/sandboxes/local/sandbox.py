@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crucible.errors import SandboxFailed
+from crucible.sandboxes import netlink
 from crucible.sandboxes.base import Sandbox, SandboxSpec
 from crucible.sandboxes.forward import Forwards
 from crucible.sandboxes.local import hostuid
@@ -35,6 +36,7 @@ from crucible.sandboxes.local.files import MOUNTED, LocalFiles
 from crucible.sandboxes.local.grading import LocalGrading
 from crucible.sandboxes.local.host import SandboxHost
 from crucible.sandboxes.local.init import CTL, INIT_NAME, WORKER_NAME, server_script
+from crucible.sandboxes.local.oneshotmem import children
 from crucible.sandboxes.local.pool import MARKER, Slot
 from crucible.sandboxes.local.usernet import UserNet
 
@@ -103,6 +105,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         self._oom_seen = 0
         self._joined = False  # pid 1 moved itself into the slot's cgroups
         self._net: UserNet | None = None  # with network: slirp4netns on its netns (usernet.py)
+        self._netns_fd = -1  # as root, with network: its slot's namespace, spawned in
         self._forwards = Forwards()  # host endpoints handed to it (forward.py)
         self._loop = asyncio.get_running_loop()
         self._ready: asyncio.Future[None] = self._loop.create_future()
@@ -140,6 +143,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
             dirs=dirs,
             sticky=["/tmp"],
             size=size * 1024 * 1024 if size else None,
+            share_net=self._netns_fd >= 0,
         )
         init = [f"{CTL}/{INIT_NAME}" if self.slot.has_init else p.bash]
         worker = f"{CTL}/{WORKER_NAME}" if self.slot.has_worker else None
@@ -158,6 +162,8 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         return build_argv(bwrap, layout, self.base_env, [*init, "-c", script])
 
     async def start(self) -> None:
+        if self.spec.network == "public" and hostuid.privileged():
+            self._netns_fd = (await self.slot.network()).net_fd  # pool.Slot.network
         rfd, wfd = os.pipe()
         join_fds: list[int] = []
         inner_fds: list[int] = []
@@ -222,11 +228,11 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
                 # Only the worker may have been forked since "ready", and it has run
                 # no request yet: moving both puts every later exec in the groups.
                 self.cgroup.add(self.init_pid)
-                for kid in _children(self.init_pid):
+                for kid in children(self.init_pid):
                     self.cgroup.add(kid)
         except OSError as exc:
             raise SandboxFailed(f"could not set the sandbox up: {exc}") from exc
-        if self.spec.network == "public":  # before anything of the task's runs
+        if self.spec.network == "public" and self._netns_fd < 0:  # before the task's code
             self._net = UserNet(self.init_pid)
             await self._net.start()
         entrypoint = self.image.entrypoint_script() if self.image else None
@@ -255,17 +261,19 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         err = self.slot.open_errlog()
         for fd in pass_fds:  # closed right after the spawn; asyncio spawns nothing meanwhile
             os.set_inheritable(fd, True)
+        net = netlink.entered(self._netns_fd) if self._netns_fd >= 0 else contextlib.nullcontext()
         try:
-            self.bwrap_pid = hostuid.spawn(
-                argv[0],
-                [MARKER + self.slot.name, *argv[1:]],
-                self.host_owner,
-                file_actions=[
-                    (os.POSIX_SPAWN_DUP2, in_r, 0),
-                    (os.POSIX_SPAWN_DUP2, out_w, 1),
-                    (os.POSIX_SPAWN_DUP2, err, 2),
-                ],
-            )
+            with net:  # born in its slot's namespace, if it has one
+                self.bwrap_pid = hostuid.spawn(
+                    argv[0],
+                    [MARKER + self.slot.name, *argv[1:]],
+                    self.host_owner,
+                    file_actions=[
+                        (os.POSIX_SPAWN_DUP2, in_r, 0),
+                        (os.POSIX_SPAWN_DUP2, out_w, 1),
+                        (os.POSIX_SPAWN_DUP2, err, 2),
+                    ],
+                )
         except BaseException:
             for fd in (in_w, out_r):
                 os.close(fd)
@@ -387,11 +395,3 @@ def _write_proc(path: str, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []

@@ -71,10 +71,12 @@ def resolv_conf() -> str:
 
 
 class UserNet:
-    """slirp4netns attached to one sandbox's network namespace, plus its prohibit routes."""
+    """slirp4netns attached to a network namespace, plus its prohibit routes: one
+    sandbox's (made by bwrap), or as root a slot's, which its sandboxes share in turn."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid  # the sandbox's pid 1 (bwrap's info)
+    def __init__(self, pid: int = 0, net_fd: int = -1) -> None:
+        self.pid = pid  # the sandbox's pid 1 (bwrap's info), or 0 with net_fd
+        self.net_fd = net_fd  # a namespace of our own (a slot's), held until close
         self.slirp_pid = 0
         self._slirp_fd = -1  # pidfd
         self._exit_w = -1  # slirp4netns exits when this closes
@@ -89,7 +91,8 @@ class UserNet:
             )
         self.blocked = host_ipv4()
         # Held open: the namespace stays this sandbox's even if the pid is reused.
-        net_fd = os.open(f"/proc/{self.pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        own = self.net_fd >= 0
+        net_fd = self.net_fd if own else os.open(f"/proc/{self.pid}/ns/net", os.O_CLOEXEC)
         user_fd = -1
         try:
             # First the prohibit routes, while the namespace has no route out at all.
@@ -103,7 +106,7 @@ class UserNet:
                 await self._prohibit_through_ip(net_fd, user_fd)
             ready_r = self._spawn_slirp(net_fd, user_fd)
         finally:
-            for fd in (net_fd, user_fd):
+            for fd in (-1 if own else net_fd, user_fd):
                 if fd >= 0:
                     os.close(fd)
         try:
@@ -185,12 +188,58 @@ class UserNet:
         os.set_blocking(ready_r, False)
         return ready_r
 
+    @classmethod
+    async def for_slot(cls) -> UserNet:
+        """As root: a namespace of our own with its route out, for a slot's sandboxes.
+        bwrap is then spawned in it (netlink.entered) instead of unsharing one: no
+        netns nor slirp4netns to start per sandbox. Nothing of a sandbox outlives it
+        there (its pid namespace takes every process, and with them every socket), and
+        no sandbox holds a capability over a namespace that root's user namespace owns."""
+        net = cls(net_fd=netlink.new_netns())
+        try:
+            await net.start()
+        except BaseException:
+            net.close_sync()
+            raise
+        return net
+
+    def alive(self) -> bool:
+        try:
+            return bool(self.slirp_pid) and os.waitpid(self.slirp_pid, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
+
+    def refresh(self) -> None:
+        """The host's addresses as they are now (a Docker network made since): routes
+        are replaced, so this is idempotent (~0.1 ms)."""
+        self.blocked = host_ipv4()
+        try:
+            netlink.prohibit(self.net_fd, self.blocked)
+        except OSError as exc:
+            raise self._unblocked(str(exc)) from exc
+
+    def close_sync(self) -> None:
+        """Stop it now (a slot removed, the process exiting): SIGKILL and reap."""
+        for fd in (self._exit_w, self._err, self.net_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._exit_w = self._err = self.net_fd = -1
+        pid, self.slirp_pid = self.slirp_pid, 0
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _reap(pid)
+        if self._slirp_fd >= 0:
+            os.close(self._slirp_fd)
+            self._slirp_fd = -1
+
     async def close(self) -> None:
         """Stop slirp4netns (closing its exit fd; SIGKILL if it lingers) and reap it."""
-        for fd in (self._exit_w, self._err):
+        for fd in (self._exit_w, self._err, self.net_fd):
             if fd >= 0:
                 os.close(fd)
-        self._exit_w = self._err = -1
+        self._exit_w = self._err = self.net_fd = -1
         pid, self.slirp_pid = self.slirp_pid, 0
         if not pid:
             return
