@@ -1,30 +1,33 @@
 """A local sandbox's route out: its own network namespace, reached through slirp4netns.
 
-Every local sandbox has a network namespace of its own (bwrap --unshare-net),
-so nothing listening on the host's loopback, and no abstract unix socket of
-the host, is reachable from inside. Without network that is all: loopback
-only. With network, slirp4netns (a user-mode TCP/IP stack) is attached to it:
-it makes a tap device inside, 10.0.2.100/24 with a default route via
-10.0.2.2, and turns the sandbox's packets into ordinary sockets of its own on
-the host. So:
+Every local sandbox has a network namespace of its own, so nothing listening on
+the host's loopback, and no abstract unix socket of the host, is reachable from
+inside. Without network that is all: bwrap --unshare-net, loopback only. With
+network, as root, the namespace is its pool slot's, made once and used by the
+slot's sandboxes in turn (UserNet.for_slot: one sandbox at a time, and nothing
+of one survives into the next); otherwise bwrap's own. slirp4netns (a user-mode
+TCP/IP stack) is attached to it: it makes a tap device inside, 10.0.2.100/24
+with a default route via 10.0.2.2, and turns the sandbox's packets into
+ordinary sockets of its own on the host. So:
 - `--disable-host-loopback`: 10.0.2.2 (the gateway, which slirp maps to the
   host's 127.0.0.1 by default) refuses connections.
 - The host's own addresses (every address of every interface, as the kernel's
   local table lists them when the sandbox starts) get a `prohibit` route inside
-  the sandbox's namespace, set from outside before the agent runs: the sandbox
-  holds no capability (bwrap --cap-drop ALL, no nested user namespaces), so it
-  cannot remove them, nor open raw sockets to go around them.
+  the namespace, set from outside before the agent runs: the sandbox holds no
+  capability (bwrap --cap-drop ALL, no nested user namespaces), so it cannot
+  remove them, nor open raw sockets to go around them.
 - No IPv6 route at all (slirp4netns without --enable-ipv6).
 - DNS is slirp's forwarder, 10.0.2.3 (the sandbox's resolv.conf names it),
   which asks the host's own resolvers.
 - slirp4netns runs with --enable-sandbox when we are root (an empty mount
-  namespace, every capability dropped; otherwise it runs as our own user) and exits when its exit fd, which only this process holds,
-  is closed: at close(), or by the kernel when crucible dies. Its netns is
-  given as a path to the namespace file we hold open, never a pid, so it cannot
-  join a namespace the sandbox made later (bwrap's nested user namespace).
+  namespace, every capability dropped; otherwise it runs as our own user), and
+  exits when its exit fd, which only this process holds, is closed: at close(),
+  or by the kernel when crucible dies. Its netns is given as a path to the
+  namespace file we hold open, never a pid, so it cannot join a namespace the
+  sandbox made later (bwrap's nested user namespace).
 What stays reachable: the host's resolvers through 10.0.2.3:53, and whatever the
 host itself can reach (other machines, the internet). Addresses the host gains
-after a sandbox started (a new Docker network) are not blocked for that sandbox.
+while a sandbox runs (a new Docker network) are blocked from the slot's next one.
 """
 
 from __future__ import annotations
