@@ -1,13 +1,19 @@
-"""Oracle trials per second on the local provider, next to bare bubblewrap.
+"""Oracle trials per second on the local provider, next to bare bubblewrap, with network
+off and on.
 
-    python bench/local_throughput.py                 # 200 trials, concurrency 4
-    python bench/local_throughput.py -n 500 -c 8
+    python bench/local_throughput.py                 # 200 trials, concurrency 4, both modes
+    python bench/local_throughput.py -n 500 -c 8 --network on
 
 The bare baseline does the same work with two bwrap launches per trial: one
 runs the task's solution/solve.sh, the other its tests/test.sh (both with
 bash, as a trial does), and nothing else: no result files, no index, no logs,
-no isolation of the tests from the solution. The ratio is crucible's rate over
-the bare rate (issue target: >= 0.8).
+no isolation of the tests from the solution. With network off it unshares the
+network (`--unshare-all`, as crucible's sandbox has loopback only); with network on
+it keeps the host's (`--share-net`: the cheapest way to a network, with none of the
+netns, slirp4netns and prohibit routes a crucible sandbox with network gets). The
+ratio is crucible's rate over the bare rate of the same mode (issue target: >= 0.8).
+The two modes run interleaved (off, on, off, on... per round) so that a busy
+machine weighs on both alike.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import argparse
 import asyncio
 import resource
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -32,8 +39,11 @@ SOLVE = "bash /solution/solve.sh"
 CHECK = "mkdir -p /logs/verifier && bash /tests/test.sh"
 
 
-def bare_argv(bwrap: str, task: Path, app: Path, logs: Path, command: str) -> list[str]:
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr"]
+def bare_argv(
+    bwrap: str, task: Path, app: Path, logs: Path, command: str, network: bool
+) -> list[str]:
+    argv = [bwrap, "--unshare-all", *(["--share-net"] if network else [])]
+    argv += ["--die-with-parent", "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib64", "sbin"):
         p = Path("/") / name
         if p.is_symlink():
@@ -48,9 +58,20 @@ def bare_argv(bwrap: str, task: Path, app: Path, logs: Path, command: str) -> li
     return argv
 
 
-async def bare(n: int, concurrency: int, work: Path, bwrap: str) -> float:
+def bench_task(root: Path, network: bool) -> Path:
+    """The scaffold (no network), or the same task with the network."""
+    task = scaffold_task("bench", root)
+    if network:
+        toml = task / "task.toml"
+        toml.write_text(
+            toml.read_text().replace('network_mode = "no-network"', 'network_mode = "public"')
+        )
+    return task
+
+
+async def bare(n: int, concurrency: int, work: Path, bwrap: str, network: bool) -> float:
     sem = asyncio.Semaphore(concurrency)
-    task = scaffold_task("bench", work / "bare-task")
+    task = bench_task(work / "bare-task", network)
 
     async def one(i: int) -> None:
         async with sem:
@@ -59,7 +80,8 @@ async def bare(n: int, concurrency: int, work: Path, bwrap: str) -> float:
             logs.mkdir()
             for cmd in (SOLVE, CHECK):
                 proc = await asyncio.create_subprocess_exec(
-                    *bare_argv(bwrap, task, app, logs, cmd), stdout=asyncio.subprocess.DEVNULL
+                    *bare_argv(bwrap, task, app, logs, cmd, network),
+                    stdout=asyncio.subprocess.DEVNULL,
                 )
                 assert await proc.wait() == 0
             assert (logs / "verifier" / "reward.txt").read_text().strip() == "1"
@@ -69,8 +91,8 @@ async def bare(n: int, concurrency: int, work: Path, bwrap: str) -> float:
     return n / (time.perf_counter() - t0)
 
 
-async def crucible_rate(n: int, concurrency: int, work: Path) -> float:
-    scaffold_task("bench", work / "tasks")
+async def crucible_rate(n: int, concurrency: int, work: Path, network: bool) -> float:
+    bench_task(work / "tasks" / "bench", network)
     tasks, invalid = discover_tasks([work / "tasks"])
     assert not invalid
     cfg = make_job_config(job_id="bench", tasks=tasks, agent="oracle", env="local",
@@ -96,36 +118,58 @@ def cpu() -> tuple[float, float]:
     return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 
 
+async def round_of(n: int, concurrency: int, root: Path, bwrap: str, network: bool) -> list[float]:
+    """bare rate, crucible rate, and CPU ms per trial (bare, crucible: ours + sandboxes')."""
+    work = Path(tempfile.mkdtemp(prefix="round-", dir=root))
+    try:
+        c0 = cpu()
+        bare_rate = await bare(n, concurrency, work, bwrap, network)
+        c1 = cpu()
+        ours = await crucible_rate(n, concurrency, work, network)
+        c2 = cpu()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    per = [sum(b) - sum(a) for a, b in ((c0, c1), (c1, c2))]
+    return [bare_rate, ours, per[0] / n * 1e3, per[1] / n * 1e3]
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("-n", "--trials", type=int, default=200)
+    ap.add_argument("-n", "--trials", type=int, default=200, help="trials per mode and round")
     ap.add_argument("-c", "--concurrency", type=int, default=4)
+    ap.add_argument("--network", choices=["off", "on", "both"], default="both")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (figures: median)")
     ap.add_argument(
         "--dir", default=".", help="where the jobs dir goes (default: here, like ./jobs)"
     )
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix=".crucible-bench-", dir=args.dir))
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.network]
+    root = Path(tempfile.mkdtemp(prefix=".crucible-bench-", dir=args.dir))
     try:
         bwrap = str(find_bwrap().path)
-        n = args.trials
-        c0 = cpu()
-        bare_rate = await bare(n, args.concurrency, work, bwrap)
-        c1 = cpu()
-        ours = await crucible_rate(n, args.concurrency, work)
-        c2 = cpu()
-        print(f"trials             {n} oracle trials, concurrency {args.concurrency}")
-        print(
-            f"bare bubblewrap    {bare_rate:.1f} trials/s (2 bwrap launches per trial: solve.sh, test.sh)"
-        )
-        print(f"crucible local     {ours:.1f} trials/s (full trials: results, logs, index)")
-        print(f"ratio              {ours / bare_rate:.2f}  (target >= 0.8)")
-        for name, a, b in (("bare", c0, c1), ("crucible", c1, c2)):
-            print(f"cpu per trial      {name:9s} orchestrator {(b[0] - a[0]) / n * 1e3:.2f} ms, "
-                  f"sandboxes {(b[1] - a[1]) / n * 1e3:.2f} ms")  # fmt: skip
+        got: dict[bool, list[list[float]]] = {m: [] for m in modes}
+        for _ in range(args.rounds):
+            for network in modes:
+                got[network].append(
+                    await round_of(args.trials, args.concurrency, root, bwrap, network)
+                )
+        print(f"trials             {args.trials} oracle trials per mode and round, "
+              f"concurrency {args.concurrency}, {args.rounds} round(s), medians")  # fmt: skip
+        for network in modes:
+            bare_rate, ours, bare_cpu, our_cpu = (
+                statistics.median(r[i] for r in got[network]) for i in range(4)
+            )
+            ratios = [r[1] / r[0] for r in got[network]]
+            name = "on " if network else "off"
+            print(f"network {name}        bare bubblewrap {bare_rate:6.1f} trials/s, "
+                  f"crucible local {ours:6.1f} trials/s, ratio {statistics.median(ratios):.2f} "
+                  f"(rounds: {' '.join(f'{x:.2f}' for x in ratios)}; target >= 0.8)")  # fmt: skip
+            print(f"  cpu per trial    bare {bare_cpu:.2f} ms, crucible {our_cpu:.2f} ms "
+                  "(this process and its reaped children)")  # fmt: skip
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

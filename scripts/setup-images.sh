@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Give this machine what image-backed `local` sandboxes need: Buildah (daemonless; builds
-# each task's environment/Dockerfile) and crucible's Debian base image in Buildah's storage.
+# each task's environment/Dockerfile) and crucible's Debian base image in Buildah's storage;
+# and what every `local` sandbox with network needs: slirp4netns (its user-mode route out,
+# from its own network namespace) and iproute2 (`ip`, for the routes it sets there).
 #
 # Idempotent and quiet: installs buildah from Debian if it is missing, and imports
 # debian:bookworm-slim from the debootstrap tarball that setup-docker.sh caches, else from a
@@ -50,6 +52,15 @@ ensure_base_tarball() {
     $SUDO rm -rf "$root"
     trap - EXIT
 }
+
+# 0. The route out of a local sandbox with network (crucible/sandboxes/local/usernet.py).
+missing_net=()
+command -v slirp4netns >/dev/null 2>&1 || missing_net+=(slirp4netns)
+command -v ip >/dev/null 2>&1 || missing_net+=(iproute2)
+if [ "${#missing_net[@]}" != 0 ]; then
+    say "installing ${missing_net[*]}"
+    apt_install "${missing_net[@]}"
+fi
 
 # 1. The tool (rootless Buildah also needs newuidmap, from uidmap).
 if ! command -v buildah >/dev/null 2>&1; then

@@ -29,6 +29,9 @@ def test_doctor_json_reports_local_provider() -> None:
     want = f"cgroup {cg.version}" if cg.usable else "rlimits"
     assert local["limits"]["mechanism"] == want
     assert local["limits"]["why"]
+    net = local["network"]  # the route out of a sandbox with network, and what it blocks
+    assert net["ok"] is True and os.access(net["slirp4netns"], os.X_OK)
+    assert "127.0.0.1" not in net["blocked_addresses"]
     assert set(data) == {"local", "docker", "modal", "gpus"}
     assert isinstance(data["docker"]["ok"], bool)
     assert data["modal"]["credentials"] in (None, "environment", "~/.modal.toml")
@@ -38,3 +41,4 @@ def test_doctor_human_table() -> None:
     res = CliRunner().invoke(app, ["doctor"])
     assert res.exit_code == 0
     assert "local: bwrap" in res.stdout and "local: limits" in res.stdout
+    assert "local: network" in res.stdout

@@ -21,6 +21,8 @@ REQUIRED = {
     "pids_limit",
     "output_cap",
     "network_blocked",
+    "host_loopback_unreachable",
+    "host_addresses_unreachable",
     "writes_outside_fail",
     "host_env_invisible",
     "host_home_invisible",
@@ -90,6 +92,8 @@ def test_whole_suite_passes_in_image_mode_through_the_cli(buildah: None) -> None
     assert res.exit_code == 0, (res.stdout, res.stderr)
     data = json.loads(res.stdout)
     assert data["passed"] is True and {c["name"] for c in data["checks"]} == set(CHECKS)
+    checks = {c["name"]: c["detail"] for c in data["checks"]}
+    assert "10.0.2.2" in checks["host_loopback_unreachable"]  # the gateway was probed too
     # System paths are the image's, writable in the trial's own layer only.
     (writes,) = [c for c in data["checks"] if c["name"] == "writes_outside_fail"]
     assert "private to the sandbox" in writes["detail"]

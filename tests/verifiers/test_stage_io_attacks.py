@@ -23,6 +23,7 @@ import pytest
 from tests.verifiers.test_stage_io import GOOD, io_task, run_io
 
 import crucible
+from crucible.sandboxes.hostnet import host_ipv4
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.cgroups import detect
 from crucible.sandboxes.local.oneshot import IO_UID_BASE, OneShotResult
@@ -123,26 +124,34 @@ report["env"] = sorted(os.environ)
 
 
 async def test_the_hosts_loopback_is_not_reachable(tmp_path: Path) -> None:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.setblocking(False)
-    port = listener.getsockname()[1]
+    # Listeners of the test's own, on the host's loopback and on each of this machine's
+    # addresses: no probe ever names another machine's address.
+    listeners = []
+    for addr in ["127.0.0.1", *host_ipv4()]:
+        listener = socket.socket()
+        listener.bind((addr, 0))
+        listener.listen(8)
+        listener.setblocking(False)
+        listeners.append(listener)
+    port = listeners[0].getsockname()[1]
+    others = [s.getsockname() for s in listeners[1:]]
     try:
         report, _ = await run_hostile(
             tmp_path,
             f"""
 report["host"] = attempt(lambda: socket.create_connection(("127.0.0.1", {port}), timeout=5))
-report["out"] = attempt(lambda: socket.create_connection(("1.1.1.1", 53), timeout=5))
+report["out"] = [attempt(lambda: socket.create_connection(a, timeout=5)) for a in {others!r}]
 report["ifaces"] = [name for _, name in socket.if_nameindex()]
 """,
         )
-        with pytest.raises(BlockingIOError):
-            listener.accept()  # nothing ever connected to the host's listener
+        for listener in listeners:
+            with pytest.raises(BlockingIOError):
+                listener.accept()  # nothing ever connected to the host's listeners
     finally:
-        listener.close()
+        for listener in listeners:
+            listener.close()
     assert report["host"] == ["error", "ECONNREFUSED"]  # its own loopback
-    assert report["out"][0] == "error"
+    assert all(r[0] == "error" for r in report["out"])
     assert report["ifaces"] == ["lo"]
 
 

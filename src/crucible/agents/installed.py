@@ -237,7 +237,7 @@ class CommandAgent(Agent):
             name=self.name, version=self.config.version or self.version, model_info=model
         )
 
-    def _placeholders(self, workdir: str) -> dict[str, str]:
+    def _placeholders(self, workdir: str, base_url: str | None = None) -> dict[str, str]:
         cfg = self.config
         q = shlex.quote
         return {
@@ -247,7 +247,7 @@ class CommandAgent(Agent):
             "max_turns_flag": f"--max-turns {cfg.max_turns}" if cfg.max_turns else "",
             "workdir": q(workdir),
             "logs_dir": q(LOGS_DIR),
-            "base_url": q(cfg.model_base_url or ""),
+            "base_url": q(base_url or cfg.model_base_url or ""),
         }
 
     def _install_command(self) -> str | None:
@@ -264,8 +264,9 @@ class CommandAgent(Agent):
             "{version_suffix}", shlex.quote(suffix) if suffix else ""
         )
 
-    def _env(self) -> dict[str, str]:
-        """The exec environment: endpoint, key, model. Built per call, kept nowhere."""
+    def _env(self, base_url: str | None = None) -> dict[str, str]:
+        """The exec environment: endpoint (as the sandbox reaches it), key, model. Built
+        per call, kept nowhere."""
         cfg = self.config
         tpl = self.template
         env: dict[str, str] = dict(tpl.extra_env) if tpl else {}
@@ -276,10 +277,11 @@ class CommandAgent(Agent):
         if key:
             for var in key_vars:
                 env[var] = key
-        if cfg.model_base_url:
+        url = base_url or cfg.model_base_url
+        if url:
             for var in url_vars:
-                env[var] = cfg.model_base_url
-            env["CRUCIBLE_MODEL_BASE_URL"] = cfg.model_base_url
+                env[var] = url
+            env["CRUCIBLE_MODEL_BASE_URL"] = url
         if cfg.model:
             env["CRUCIBLE_MODEL"] = cfg.model
         if cfg.temperature is not None:
@@ -305,13 +307,18 @@ class CommandAgent(Agent):
         if user_s is not None:
             await ctx.sandbox.exec(["chmod", "-R", "a+rX", AGENT_DIR], timeout=60)
 
+        # A model server on the host's loopback is out of a local sandbox's reach: this
+        # one endpoint is forwarded onto the sandbox's own loopback (sandboxes/local/forward.py).
+        base_url = None
+        if self.config.model_base_url:
+            base_url = await ctx.sandbox.expose_url(self.config.model_base_url)
         install_sec = 0.0
         install = self._install_command()
         if install:
             t0 = time.monotonic()
             budget = max(min(self.config.install_timeout_sec, deadline - time.monotonic()), 1.0)
             res = await ctx.sandbox.exec(
-                ["bash", "-c", install], timeout=budget, cwd=workdir, env=self._env()
+                ["bash", "-c", install], timeout=budget, cwd=workdir, env=self._env(base_url)
             )
             install_sec = time.monotonic() - t0
             (ctx.logs_dir / "install.log").write_text(
@@ -326,13 +333,13 @@ class CommandAgent(Agent):
                     hint="installs need network and a package manager in the image; see agent/install.log",
                 )
 
-        command = render(self.run_command, self._placeholders(workdir))
+        command = render(self.run_command, self._placeholders(workdir, base_url))
         remaining = max(deadline - time.monotonic(), 1.0)
         res = await ctx.sandbox.exec(
             ["bash", "-c", command],
             timeout=remaining,
             cwd=workdir,
-            env=self._env(),
+            env=self._env(base_url),
             user=user_s,
             input="",
         )

@@ -63,6 +63,7 @@ def _local() -> dict[str, Any]:
     out["gpus"] = gpu_count()
     out["runtime_dir"] = str(provider.runtime_dir)
     out["images"] = _local_images()
+    out["network"] = _local_network()
     out["ok"] = bool(out["user_namespaces"])
     return out
 
@@ -82,6 +83,25 @@ def _local_images() -> dict[str, Any]:
         out["bwrap"] = None
         out["hint"] = exc.hint
     if tool is None:
+        out["hint"] = INSTALL_HINT
+    return out
+
+
+def _local_network() -> dict[str, Any]:
+    """How a local sandbox with network gets out: its own netns and slirp4netns."""
+    from crucible.sandboxes.hostnet import host_ipv4
+    from crucible.sandboxes.local.usernet import INSTALL_HINT, missing_tools
+
+    missing = missing_tools()
+    out: dict[str, Any] = {
+        "mechanism": "own network namespace; with network: slirp4netns "
+        "(--disable-host-loopback), prohibit routes to the host's own addresses",
+        "slirp4netns": shutil.which("slirp4netns"),
+        "blocked_addresses": host_ipv4(),
+        "ok": not missing,
+    }
+    if missing:
+        out["problem"] = f"missing {', '.join(missing)}: tasks with network fail on local"
         out["hint"] = INSTALL_HINT
     return out
 
@@ -228,6 +248,16 @@ def doctor(as_json: bool = JsonOpt) -> None:
             f"built with {img['tool']}, run with {img['bwrap']}; cache {img['cache']}"
             if img["tool"] and img["bwrap"]
             else f"tasks with an image cannot run on local; {img.get('hint')}",
+        )
+        net = loc["network"]
+        table.add_row(
+            "local: network",
+            "[green]ok[/]" if net["ok"] else "[yellow]no route out[/]",
+            escape(
+                f"{net['mechanism']} ({', '.join(net['blocked_addresses']) or 'none'})"
+                if net["ok"]
+                else f"{net['problem']}; {net['hint']}"
+            ),
         )
         hr = loc.get("host_root")
         if hr is not None:

@@ -167,6 +167,13 @@ class Sandbox(abc.ABC):
         or None when this provider cannot see them cheaply."""
         return None
 
+    async def expose_url(self, url: str) -> str:
+        """The URL by which commands in this sandbox reach `url`, a service the operator
+        named for them (an installed agent's model endpoint). Default: `url` itself.
+        The local provider forwards a URL on the host's loopback, which its sandboxes
+        cannot reach otherwise, through the sandbox's own loopback (local/forward.py)."""
+        return url
+
     def service(self, name: str) -> Sandbox | None:
         """A compose sidecar of this sandbox by service name (collect hooks run there), or
         None when there is no such service (a sandbox without compose has none)."""
@@ -192,6 +199,11 @@ class ProviderCapabilities(BaseModel):
     # (/, /bin, /lib*, /sbin, /usr, /etc): what grading runs is then not the agent's.
     immutable_layout: bool = False
     isolation: str = ""  # human words: how isolation and limits are enforced
+    # What a sandbox with network reaches of this machine's own non-loopback addresses:
+    # "blocked" (local: prohibit routes in its netns), "reachable" (docker: the host is
+    # its bridge's gateway), "elsewhere" (it runs on another machine; the conformance
+    # suite then never probes this one's addresses, whose packets would leave it).
+    host_addresses: Literal["blocked", "reachable", "elsewhere"] = "elsewhere"
 
 
 class Provider(abc.ABC):

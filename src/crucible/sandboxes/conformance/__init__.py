@@ -11,6 +11,7 @@ from crucible.sandboxes.conformance import (  # noqa: F401  (registration)
     grading,
     host_safety,
     isolation_io,
+    network,
 )
 from crucible.sandboxes.conformance.core import CHECKS, CheckResult, run_conformance
 

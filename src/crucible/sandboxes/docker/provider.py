@@ -25,6 +25,7 @@ from typing import Any
 
 from crucible.errors import ProviderUnavailable, ResourcesUnavailable, SandboxFailed
 from crucible.sandboxes.base import Provider, ProviderCapabilities, SandboxSpec
+from crucible.sandboxes.docker import hostblock
 from crucible.sandboxes.docker.build import ImageCache, spec_image_key
 from crucible.sandboxes.docker.client import EngineClient
 from crucible.sandboxes.docker.compose import ComposeStack, MainOptions, start_timeout
@@ -139,6 +140,15 @@ class DockerProvider(Provider):
                 "Docker container: namespaces; cgroup limits on cpus, memory (no swap) and pids; "
                 "disk size only on storage drivers with quotas; capabilities dropped, "
                 "no-new-privileges; network off unless the task asks for it"
+            ),
+            # On a bridge the host is the gateway: its addresses are blocked where the
+            # engine is ours to enter (hostblock.py), else reachable from a container.
+            host_addresses=(
+                "blocked"
+                if hostblock.can_block(self._where())
+                else "reachable"
+                if self._where().startswith("unix:")
+                else "elsewhere"
             ),
         )
 
@@ -284,6 +294,15 @@ class DockerProvider(Provider):
             if isinstance(e, docker.errors.DockerException | OSError):
                 raise SandboxFailed(f"the container did not start: {short(e)}") from e
             raise
+        if spec.network == "public" and not shared and hostblock.can_block(self._where()):
+            try:  # before any exec: the agent never sees the host's addresses (hostblock.py)
+                info = await self._call(api.inspect_container, cid)
+                sandbox.container_pid, sandbox.blocked = hostblock.block_in(info)
+            except (docker.errors.DockerException, OSError) as e:
+                await sandbox.close()
+                raise SandboxFailed(
+                    f"could not block the host's addresses in the container: {short(e)}"
+                ) from e
         return sandbox
 
     def _storage_supported(self) -> bool:

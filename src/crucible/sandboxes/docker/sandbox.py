@@ -25,6 +25,7 @@ from crucible.sandboxes.collect.tar import collect_tar
 from crucible.sandboxes.docker.client import Companions, EngineClient
 from crucible.sandboxes.docker.exec import KILL_SCRIPT, MARKER_VAR, OOM_COUNT_CMD, ExecStream
 from crucible.sandboxes.docker.grading import DockerGrading, ended
+from crucible.sandboxes.docker.hostblock import HostForwards
 from crucible.sandboxes.proc import decode
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def short(e: BaseException) -> str:
     return text if len(text) < 600 else text[:600] + "..."
 
 
-class DockerSandbox(DockerGrading, Sandbox):
+class DockerSandbox(HostForwards, DockerGrading, Sandbox):
     """One running container."""
 
     companions: Companions | None = None  # set for a compose task's main
@@ -381,6 +382,7 @@ class DockerSandbox(DockerGrading, Sandbox):
         if self._closed:
             return
         self._closed = True
+        await self.close_forwards()
         api, docker = self._api, sdk()
         try:
             if api is not None:

@@ -28,6 +28,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crucible.sandboxes.local.usernet import resolv_conf
+
 # Read-only /etc entries the userland needs; secrets (shadow, gshadow, sudoers,
 # pip.conf/npmrc/gitconfig with tokens, ssh keys) are deliberately absent.
 ETC_ENTRIES = (
@@ -158,6 +160,7 @@ class BwrapLayout:
     chdir: str = "/"
     block_fd: int | None = None
     writable_root: bool = False  # one-shot runs of the offline Modal runtime (oneshot.py)
+    share_net: bool = False  # spawned in its slot's own netns (usernet.UserNet.for_slot)
 
 
 @functools.cache
@@ -200,9 +203,11 @@ def etc_snapshot(runtime_dir: Path, network: bool) -> Path:
     One bind instead of ~35 per-file binds: mounts dominate bwrap's start-up.
     Named by a digest of the sources' metadata, so a changed /etc gets a new copy.
     """
-    names = [*ETC_ENTRIES, "resolv.conf"] if network else list(ETC_ENTRIES)
-    present = [n for n in names if os.path.lexists(f"/etc/{n}")]
-    h = hashlib.sha256()
+    present = [n for n in ETC_ENTRIES if os.path.lexists(f"/etc/{n}")]
+    # With network, resolv.conf names slirp4netns's DNS forwarder (usernet.py), not the
+    # host's resolvers (which may be on the host's loopback, unreachable from inside).
+    resolv = resolv_conf() if network else None
+    h = hashlib.sha256(f"resolv:{resolv};".encode())
     for n in present:
         st = os.lstat(f"/etc/{n}")
         h.update(f"{n}:{st.st_mtime_ns}:{st.st_size}:{st.st_ino};".encode())
@@ -218,6 +223,8 @@ def etc_snapshot(runtime_dir: Path, network: bool) -> Path:
             shutil.copytree(src, out, symlinks=True)
         else:
             shutil.copy2(src, out, follow_symlinks=False)
+    if resolv is not None:
+        (tmp / "resolv.conf").write_text(resolv)
     try:
         tmp.rename(dest)
     except OSError:  # another process made it first
@@ -250,7 +257,10 @@ def build_argv(
         "--die-with-parent",
         "--new-session",
     ]
-    if not layout.network:
+    # Always a network namespace of its own: with network, usernet.py attaches a
+    # user-mode route out to it (never the host's namespace: its loopback listeners),
+    # or bwrap is spawned in its slot's, which has one already.
+    if not layout.share_net:
         argv.append("--unshare-net")
     sized = "--size" in feats
     if layout.overlay is not None:  # image mode: the agent's own layer (imagemode.py)

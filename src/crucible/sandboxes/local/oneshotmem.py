@@ -22,7 +22,7 @@ INTERVAL = 0.1
 HAS_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     """`pid`'s children, from its threads' `children` files (CONFIG_PROC_CHILDREN)."""
     out: list[int] = []
     try:
@@ -57,7 +57,7 @@ def _tree(root: int) -> list[int]:
     while todo:
         pid = todo.pop()
         out.append(pid)
-        todo += _children(pid) if table is None else table.get(pid, [])
+        todo += children(pid) if table is None else table.get(pid, [])
     return out
 
 

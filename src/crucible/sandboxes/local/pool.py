@@ -35,6 +35,7 @@ from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.cgroups import CgroupSupport, SandboxCgroup, remove_paths
 from crucible.sandboxes.local.init import INIT_NAME, WORKER_NAME
+from crucible.sandboxes.local.usernet import UserNet
 
 MARKER = "crucible-sandbox:"  # argv[0] of a sandbox's bwrap process, then the slot name
 
@@ -72,6 +73,19 @@ class Slot:
         self.cgroup = cgroup
         self.has_init = False
         self.has_worker = False
+        self.net: UserNet | None = None  # as root: the netns its sandboxes with network share
+
+    async def network(self) -> UserNet:
+        """The slot's namespace with its route out, made on first use (UserNet.for_slot),
+        made again if its slirp4netns died; its routes brought up to date."""
+        if self.net is not None and not self.net.alive():
+            self.net.close_sync()
+            self.net = None
+        if self.net is None:
+            self.net = await UserNet.for_slot()
+        else:
+            self.net.refresh()
+        return self.net
 
     def close_fd(self) -> None:
         if self.ctl_fd >= 0:
@@ -95,6 +109,9 @@ class Slot:
 def remove_slot(slot: Slot) -> None:
     """Kill what is left in a slot's cgroups, remove them and its control dir."""
     slot.close_fd()
+    if slot.net is not None:
+        slot.net.close_sync()
+        slot.net = None
     shutil.rmtree(slot.ctl, ignore_errors=True)
     with contextlib.suppress(OSError):
         os.unlink(slot.ctl + ".err")

@@ -132,8 +132,10 @@ class LocalProvider(Provider):
             # Host mode's layout is read-only; a sandbox on an image has its own
             # writable layer over it, as on docker (userland=auto: tasks with an image).
             immutable_layout=self.images.userland != "image",
+            host_addresses="blocked",  # usernet.py
             isolation=(
-                f"{where}: user/pid/ipc/uts/mount(/net) namespaces, no capabilities, "
+                f"{where}: user/pid/ipc/uts/mount/net namespaces (with network: slirp4netns, "
+                f"no route to the host's loopback or addresses), no capabilities, "
                 f"host /usr and a curated /etc read-only, a read-only tmpfs root with "
                 f"writable tmpfs mounts (charged to the memory limit), /proc knobs "
                 f"read-only or masked; limits via {limits}; commands run as root inside "

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crucible.errors import SandboxFailed
+from crucible.sandboxes import netlink
 from crucible.sandboxes.base import Sandbox, SandboxSpec
+from crucible.sandboxes.forward import Forwards
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, build_argv
 from crucible.sandboxes.local.execs import ENV_KEY, LocalExecs, PendingExec
@@ -34,7 +36,9 @@ from crucible.sandboxes.local.files import MOUNTED, LocalFiles
 from crucible.sandboxes.local.grading import LocalGrading
 from crucible.sandboxes.local.host import SandboxHost
 from crucible.sandboxes.local.init import CTL, INIT_NAME, WORKER_NAME, server_script
+from crucible.sandboxes.local.oneshotmem import children
 from crucible.sandboxes.local.pool import MARKER, Slot
+from crucible.sandboxes.local.usernet import UserNet
 
 if TYPE_CHECKING:
     from crucible.sandboxes.local.imagemode import ImageMode
@@ -100,6 +104,9 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         self._closed = False
         self._oom_seen = 0
         self._joined = False  # pid 1 moved itself into the slot's cgroups
+        self._net: UserNet | None = None  # with network: slirp4netns on its netns (usernet.py)
+        self._netns_fd = -1  # as root, with network: its slot's namespace, spawned in
+        self._forwards = Forwards()  # host endpoints handed to it (forward.py)
         self._loop = asyncio.get_running_loop()
         self._ready: asyncio.Future[None] = self._loop.create_future()
         self.base_env: dict[str, str] = {}
@@ -136,6 +143,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
             dirs=dirs,
             sticky=["/tmp"],
             size=size * 1024 * 1024 if size else None,
+            share_net=self._netns_fd >= 0,
         )
         init = [f"{CTL}/{INIT_NAME}" if self.slot.has_init else p.bash]
         worker = f"{CTL}/{WORKER_NAME}" if self.slot.has_worker else None
@@ -154,6 +162,8 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         return build_argv(bwrap, layout, self.base_env, [*init, "-c", script])
 
     async def start(self) -> None:
+        if self.spec.network == "public" and hostuid.privileged():
+            self._netns_fd = (await self.slot.network()).net_fd  # pool.Slot.network
         rfd, wfd = os.pipe()
         join_fds: list[int] = []
         inner_fds: list[int] = []
@@ -218,13 +228,22 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
                 # Only the worker may have been forked since "ready", and it has run
                 # no request yet: moving both puts every later exec in the groups.
                 self.cgroup.add(self.init_pid)
-                for kid in _children(self.init_pid):
+                for kid in children(self.init_pid):
                     self.cgroup.add(kid)
         except OSError as exc:
             raise SandboxFailed(f"could not set the sandbox up: {exc}") from exc
+        if self.spec.network == "public" and self._netns_fd < 0:  # before the task's code
+            self._net = UserNet(self.init_pid)
+            await self._net.start()
         entrypoint = self.image.entrypoint_script() if self.image else None
         if entrypoint:
             await self._run(entrypoint, input=None, timeout=30.0, output_cap=4096)
+
+    async def expose_url(self, url: str) -> str:
+        if self._lost is not None or not self.init_pid:
+            raise SandboxFailed(f"sandbox lost: {self._lost or 'not started'}")
+        blocked = self._net.blocked if self._net is not None else []
+        return await self._forwards.expose(self.init_pid, url, blocked)
 
     async def changed_system_paths(self) -> list[str] | None:
         """System paths (/bin /sbin /lib* /usr /etc) changed inside: in host mode they are
@@ -242,17 +261,19 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         err = self.slot.open_errlog()
         for fd in pass_fds:  # closed right after the spawn; asyncio spawns nothing meanwhile
             os.set_inheritable(fd, True)
+        net = netlink.entered(self._netns_fd) if self._netns_fd >= 0 else contextlib.nullcontext()
         try:
-            self.bwrap_pid = hostuid.spawn(
-                argv[0],
-                [MARKER + self.slot.name, *argv[1:]],
-                self.host_owner,
-                file_actions=[
-                    (os.POSIX_SPAWN_DUP2, in_r, 0),
-                    (os.POSIX_SPAWN_DUP2, out_w, 1),
-                    (os.POSIX_SPAWN_DUP2, err, 2),
-                ],
-            )
+            with net:  # born in its slot's namespace, if it has one
+                self.bwrap_pid = hostuid.spawn(
+                    argv[0],
+                    [MARKER + self.slot.name, *argv[1:]],
+                    self.host_owner,
+                    file_actions=[
+                        (os.POSIX_SPAWN_DUP2, in_r, 0),
+                        (os.POSIX_SPAWN_DUP2, out_w, 1),
+                        (os.POSIX_SPAWN_DUP2, err, 2),
+                    ],
+                )
         except BaseException:
             for fd in (in_w, out_r):
                 os.close(fd)
@@ -333,6 +354,10 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
             if self._init_fd >= 0:  # pid 1 exits last: then every process inside is gone
                 await self._wait_readable(self._init_fd, 10.0)
             await self._reap()
+        await self._forwards.close()
+        if self._net is not None:  # after pid 1: the agent never outlives its network
+            with contextlib.suppress(Exception):
+                await self._net.close()
         self._server_gone()
         for fd in (self._in_fd, self._out_fd, self._init_fd, self._root_fd):
             if fd >= 0:
@@ -370,11 +395,3 @@ def _write_proc(path: str, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []

@@ -1,0 +1,70 @@
+"""A docker container with network cannot reach this machine's own addresses.
+
+On a bridge the host is the container's gateway, so every host service bound to
+an address other than loopback (the bridge's 172.17.0.1, the LAN address) would
+answer it. Where the engine runs on this machine and crucible is root, each
+address of the host gets a `prohibit` route in the container's network
+namespace right after it starts (netlink.py, no process). The container cannot
+remove them: Docker withholds CAP_NET_ADMIN by default and crucible refuses
+`cap_add` and `privileged`. What stays open: the window between the start and the
+routes (the image's ENTRYPOINT already runs), compose sidecars (a task author's,
+not the agent's), and every engine that is not local or not ours to enter: there
+`capabilities().host_addresses` is "reachable" and `sandboxes check` says so.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from crucible.errors import SandboxFailed
+from crucible.sandboxes import netlink
+from crucible.sandboxes.forward import Forwards
+from crucible.sandboxes.hostnet import host_ipv4
+
+
+def can_block(engine_url: str) -> bool:
+    return os.geteuid() == 0 and engine_url.startswith("unix:")
+
+
+def block_in(container: dict[str, Any]) -> tuple[int, list[str]]:
+    """Add the prohibit routes to the namespace of this (inspected, running) container,
+    found by its pid and checked to be that container's (its cgroup names its id).
+    Returns that pid and the addresses blocked."""
+    pid = int((container.get("State") or {}).get("Pid") or 0)
+    cid = str(container.get("Id") or "")
+    if pid <= 0 or not cid:
+        raise OSError("the container has no process")
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            if cid not in f.read():  # an engine in another pid namespace (a VM)
+                raise OSError(f"pid {pid} is not container {cid[:12]} here")
+        addrs = host_ipv4()
+        netlink.prohibit(fd, addrs)
+        return pid, addrs
+    finally:
+        os.close(fd)
+
+
+class HostForwards:
+    """DockerSandbox's `expose_url`: the one endpoint an installed agent is given, when it
+    is on this host (forward.py), through the container's own loopback."""
+
+    blocked: list[str] | None = None  # set by the provider once the routes are in
+    forwards: Forwards | None = None
+    container_pid = 0
+
+    async def expose_url(self, url: str) -> str:
+        if self.blocked is None:  # the engine's own networking applies, as before
+            return url
+        if self.forwards is None:
+            self.forwards = Forwards()
+        try:
+            return await self.forwards.expose(self.container_pid, url, self.blocked)
+        except OSError as e:
+            raise SandboxFailed(f"could not forward {url} into the container: {e}") from e
+
+    async def close_forwards(self) -> None:
+        if self.forwards is not None:
+            await self.forwards.close()
