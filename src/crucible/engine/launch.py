@@ -147,6 +147,7 @@ def _as_recorded(req: RunRequest, job_id: str, existing: JobConfig) -> RunReques
         ("env", existing.env),
         ("attempts", existing.attempts),
         ("no_network", existing.no_network),
+        ("tampered", existing.tampered),
     ):
         asked = getattr(req, key)
         if asked is not None and asked != recorded:
@@ -160,6 +161,7 @@ def _as_recorded(req: RunRequest, job_id: str, existing: JobConfig) -> RunReques
             "env": existing.env,
             "attempts": existing.attempts,
             "no_network": existing.no_network,
+            "tampered": existing.tampered,
             "concurrency": req.concurrency or existing.concurrency,
             "agent_kwargs": req.agent_kwargs or dict(existing.agent_kwargs),
             "env_params": req.env_params or dict(existing.env_params),
@@ -308,6 +310,7 @@ async def prepare_launch(
     )
     cfg.concurrency = concurrency
     cfg.no_network = bool(req.no_network)
+    cfg.tampered = req.tampered or "flag"
     options = JobOptions(
         max_retries=cfg.max_retries if req.max_retries is None else req.max_retries,
         gpu_concurrency=req.gpu_concurrency or DEFAULT_GPU_CONCURRENCY,

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from crucible.records.tamper import TamperPolicy
+
 # Agent options that map one-to-one onto agent constructor keywords.
 MODEL_OPTIONS = (
     "model",
@@ -39,6 +41,7 @@ JOB_OPTIONS = (
     "create_rate",
     "max_starting",
     "no_network",
+    "tampered",
 )
 
 
@@ -69,6 +72,9 @@ class RunRequest(BaseModel):
     gpu_concurrency: int | None = None
     # True locks every task to no network, whatever its task.toml says (None: off, or as recorded).
     no_network: bool | None = None
+    # "flag" (the default) or "zero": see records/tamper.py (None: the default, or as recorded).
+    # The grading service and task generation ask for "zero".
+    tampered: TamperPolicy | None = None
 
     @classmethod
     def from_sources(

@@ -13,6 +13,7 @@ from crucible.records.defaults import (
     DEFAULT_ENV,
     DEFAULT_MAX_RETRIES,
 )
+from crucible.records.tamper import TamperPolicy
 from crucible.records.trial import utcnow
 
 
@@ -39,6 +40,8 @@ class JobConfig(BaseModel):
     concurrency: int = DEFAULT_CONCURRENCY
     max_retries: int = DEFAULT_MAX_RETRIES
     no_network: bool = False  # `--no-network`: every task ran without network
+    # `--tampered`: "flag" records changes grading could run; "zero" also counts them 0.
+    tampered: TamperPolicy = "flag"
     dataset: list[str] = Field(default_factory=list)  # the paths given
     tasks: list[TaskRef] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)
@@ -61,3 +64,5 @@ class JobSummary(BaseModel):
     n_excluded: int = 0
     pass_at_k: dict[str, float] = Field(default_factory=dict)
     n_retries: int = 0
+    # Trials that changed code grading could run (TrialResult.tampered), under any policy.
+    n_tampered: int = 0

@@ -67,8 +67,10 @@ class DockerSandbox(DockerGrading, Sandbox):
         cid: str,
         name: str,
         default_user: str = "",
+        kit: str | None = None,
     ) -> None:
         self.spec = spec
+        self.kit = kit  # where the grading kit is bound (exec.KIT_MOUNT), or None
         self.id = cid
         self.name = name
         self._engine = engine
@@ -245,8 +247,15 @@ class DockerSandbox(DockerGrading, Sandbox):
             raise await self._lost(e) from e
         return decode(out or b""), int(info.get("ExitCode") or 0)
 
+    def _sh(self) -> list[str]:
+        """The shell of our own scripts: the kit's busybox (its applets before PATH's)."""
+        return [f"{self.kit}/busybox", "sh"] if self.kit else ["sh"]
+
+    def grading_kit(self) -> str | None:
+        return self.kit
+
     async def _kill(self, mode: str, marker: str = "") -> None:
-        argv = ["sh", "-c", KILL_SCRIPT, "crucible-kill", mode, marker]
+        argv = [*self._sh(), "-c", KILL_SCRIPT, "crucible-kill", mode, marker]
         try:
             _, code = await self._run_quiet(argv)
             if code == 0:

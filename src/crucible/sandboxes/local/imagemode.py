@@ -43,19 +43,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.errors import ProviderUnavailable, SandboxFailed, TaskInvalid
+from crucible.records.tamper import SystemChange, TamperRecord
+from crucible.sandboxes import gradekit, tamper
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, bwrap_features, find_bwrap
 from crucible.sandboxes.local.images import Rootfs
 
 KIT = "/.crucible-host"  # the host's shells, loader and libraries, read-only
-SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc")
-CHANGED_CAP = 1000  # system paths recorded per sandbox
 ENTRYPOINT_LOG = "/var/log/crucible-entrypoint.log"
 # apt drops privileges to its _apt user to download, which a sandbox without capabilities
 # cannot do (uid 0 inside holds none): it downloads as root instead, so an agent can
 # `apt-get install` in its own layer as it could on docker. Read first, before the image's
 # own apt.conf.d, through APT_CONFIG.
 APT_CONF = 'APT::Sandbox::User "root";\n'
-KIT_VERSION = "2"  # bump when the kit's contents change
+KIT_VERSION = "3"  # bump when the kit's contents change
+GRADE = f"{KIT}/grade"  # crucible's static grading tools (sandboxes/gradekit.py), when the host has them
+# Bound read-only over the image's (an empty file): the loader of the exec server's kit
+# shells reads /etc/ld.so.preload of the sandbox's root, and the worker is restarted at
+# grading (kill_all ends it), so an agent that wrote one would be loaded into it.
+PRELOAD = "/etc/ld.so.preload"
 
 
 @functools.cache
@@ -128,6 +133,11 @@ def host_kit(runtime_dir: Path, bash: str) -> Path:
     os.chmod(tmp / "ld.so", 0o111)  # unreadable: pid 1 runs non-dumpable (see init.py)
     os.chmod(tmp / "lib", 0o555)
     (tmp / "apt.conf").write_text(APT_CONF)
+    (tmp / "empty").write_bytes(b"")
+    os.chmod(tmp / "empty", 0o444)
+    (tmp / "grade").mkdir()
+    if not gradekit.fill(tmp / "grade"):
+        os.rmdir(tmp / "grade")
     try:
         tmp.rename(dest)
     except OSError:  # made by another process meanwhile
@@ -286,7 +296,9 @@ class ImageMode:
         # The image's USER runs every command, as docker's default exec user does. It is
         # the one uid mapped, so the tree (the host's root's files) looks like its own.
         layout.uid, layout.gid, _ = self.user
-        layout.ro_binds = {**layout.ro_binds, KIT: str(self.kit)}
+        layout.ro_binds = {**layout.ro_binds, KIT: str(self.kit), PRELOAD: str(self.kit / "empty")}
+        if not os.path.lexists(self.rootfs.path / PRELOAD.lstrip("/")):
+            self.mount_points.append(PRELOAD)
         # Name resolution as in host mode; the image keeps the rest of its /etc.
         for name in ("hosts", *(("resolv.conf",) if layout.network else ())):
             if (etc_dir / name).exists():
@@ -294,6 +306,9 @@ class ImageMode:
                 if not os.path.lexists(self.rootfs.path / "etc" / name):
                     self.mount_points.append(f"/etc/{name}")  # bwrap makes it in the upper layer
         return layout
+
+    def grading_kit(self) -> str | None:
+        return GRADE if (self.kit / "grade").is_dir() else None
 
     def init_command(self) -> list[str]:
         return kit_command("bash")
@@ -309,48 +324,87 @@ class ImageMode:
         argv = shlex.join([*entry, "sh", "-c", "sleep infinity"])
         return f"{argv} </dev/null >{ENTRYPOINT_LOG} 2>&1 &\n"
 
-    def changed_system_paths(self) -> list[str]:
-        """Paths under the system dirs that the upper layer holds: written, created or
-        deleted (a whiteout) inside the sandbox. The layer is the sandbox's to shape, so
-        it is walked through directory fds (os.fwalk), never through a link."""
+    def system_changes(self, own: list[str]) -> TamperRecord:
+        """What the upper layer holds outside the agent's own places (`own`: its workdir
+        and HOME; tamper.OWN_PLACES): files written, created or deleted (whiteouts) inside
+        the sandbox. The layer is the sandbox's to shape, so it is walked through directory
+        fds (os.fwalk), never through a link, and the image is looked up the same way."""
         upper = self.layers / "upper"
-        skip = set(self.mount_points)
-        found: list[str] = []
-        for top in SYSTEM_DIRS:
-            base = upper / top
-            if not os.path.lexists(base):
-                continue
-            if base.is_symlink() or not base.is_dir():
-                found.append(f"/{top}")  # replaced or deleted as a whole
-                continue
-            for dirpath, dirnames, filenames, dirfd in os.fwalk(base, follow_symlinks=False):
-                rel = "/" + os.path.relpath(dirpath, upper)
-                if not _is_dir_below(self.rootfs.path, rel):
-                    found.append(rel)  # a directory the image did not have
-                links = [d for d in dirnames if stat.S_ISLNK(os.lstat(d, dir_fd=dirfd).st_mode)]
-                for name in filenames + links:
-                    path = f"{rel}/{name}"
-                    if path not in skip:
-                        found.append(path)
-                if len(found) >= CHANGED_CAP:
-                    return sorted(found)[:CHANGED_CAP]
-        return sorted(found)
+        lower = self.rootfs.path
+        skip = {*self.mount_points, ENTRYPOINT_LOG}  # made by bwrap or crucible
+        found: list[SystemChange] = []
+        seen = 0
+
+        def in_image(path: str) -> bool:
+            return _lstat_below(lower, path) is not None
+
+        for dirpath, dirnames, filenames, dirfd in os.fwalk(upper, follow_symlinks=False):
+            relpath = os.path.relpath(dirpath, upper)
+            base = "" if relpath == "." else "/" + relpath
+            keep = []
+            for d in dirnames:
+                path = f"{base}/{d}"
+                if tamper.left_out(path, own):
+                    continue
+                st = os.lstat(d, dir_fd=dirfd)
+                if stat.S_ISLNK(st.st_mode):
+                    filenames.append(d)  # a link where a directory was, or a new one
+                    continue
+                keep.append(d)
+                image = _lstat_below(lower, path)
+                if image is not None and not stat.S_ISDIR(image.st_mode):
+                    found.append(tamper.classify(path, "modified", image.st_mode))
+                elif image is not None and _opaque(dirfd, d):  # judged by its place
+                    found.append(tamper.classify(path, "modified", None))
+            dirnames[:] = keep
+            for name in filenames:
+                path = f"{base}/{name}"
+                seen += 1
+                if path in skip or tamper.left_out(path, own):
+                    continue
+                st = os.lstat(name, dir_fd=dirfd)
+                image = _lstat_below(lower, path)
+                if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # a whiteout
+                    if image is not None:
+                        found.append(tamper.classify(path, "removed", image.st_mode))
+                elif image is None:
+                    found.append(tamper.classify(path, "added", st.st_mode, in_image))
+                else:
+                    found.append(tamper.classify(path, "modified", st.st_mode))
+            seen += len(dirnames)
+            if seen >= tamper.WALK_CAP:
+                return tamper.record(found, walk_cut=True)
+        return tamper.record(found)
 
 
-def _is_dir_below(root: Path, rel: str) -> bool:
-    """Whether root/rel is a directory reached without following any link."""
+def _opaque(dirfd: int, name: str) -> bool:
+    """An overlay directory made anew over the image's (its old contents hidden)."""
+    for attr in ("user.overlay.opaque", "trusted.overlay.opaque"):
+        try:
+            if os.getxattr(f"/proc/self/fd/{dirfd}/{name}", attr, follow_symlinks=False) == b"y":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _lstat_below(root: Path, rel: str) -> os.stat_result | None:
+    """The lstat of root/rel, reached without following any link on the way (None: absent)."""
+    parts = [p for p in rel.split("/") if p]
+    if not parts:
+        return None
     flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
     try:
         fd = os.open(root, flags)
     except OSError:
-        return False
+        return None
     try:
-        for name in [p for p in rel.split("/") if p]:
+        for name in parts[:-1]:
             nxt = os.open(name, flags, dir_fd=fd)
             os.close(fd)
             fd = nxt
-        return True
+        return os.lstat(parts[-1], dir_fd=fd)
     except OSError:
-        return False
+        return None
     finally:
         os.close(fd)
