@@ -97,6 +97,8 @@ def note_changes(
     path (a trial, a step, shared or separate) records and polices tampering."""
     result.tamper = record
     result.tampered_paths = None if record is None else record.as_paths()
+    if record is None and policy == "zero" and shared:
+        log.warning("--tampered zero: this provider cannot see what the attempt changed")
     if record is None or not record.changes:
         return
     reaching = record.reaching

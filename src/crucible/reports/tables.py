@@ -288,10 +288,8 @@ def tampered_trials(report: Report, limit: int = 5) -> list[str]:
             for tr in t.trials:
                 if tr.tampered_paths:
                     more = f", +{len(tr.tampered_paths) - 2}" if len(tr.tampered_paths) > 2 else ""
-                    zeroed = " counted 0" if (tr.error or "").startswith("tampered:") else ""
-                    out.append(
-                        f"{tr.trial_name}{zeroed} ({', '.join(tr.tampered_paths[:2])}{more})"
-                    )
+                    zero = " counted 0" if (tr.error or "").startswith("tampered:") else ""
+                    out.append(f"{tr.trial_name}{zero} ({', '.join(tr.tampered_paths[:2])}{more})")
     return out[:limit] + ([f"{len(out) - limit} more"] if len(out) > limit else [])
 
 

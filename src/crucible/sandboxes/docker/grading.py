@@ -131,7 +131,11 @@ class DockerGrading:
         raise NotImplementedError
 
     def _sh(self) -> list[str]:
-        raise NotImplementedError
+        """The shell of our own scripts: the kit's busybox (its applets before PATH's)."""
+        return [f"{self.kit}/busybox", "sh"] if self.kit else ["sh"]
+
+    def grading_kit(self) -> str | None:
+        return self.kit
 
     async def reset_dir(self, path: str) -> None:
         target = self._abs(path)

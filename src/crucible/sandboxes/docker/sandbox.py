@@ -247,13 +247,6 @@ class DockerSandbox(DockerGrading, Sandbox):
             raise await self._lost(e) from e
         return decode(out or b""), int(info.get("ExitCode") or 0)
 
-    def _sh(self) -> list[str]:
-        """The shell of our own scripts: the kit's busybox (its applets before PATH's)."""
-        return [f"{self.kit}/busybox", "sh"] if self.kit else ["sh"]
-
-    def grading_kit(self) -> str | None:
-        return self.kit
-
     async def _kill(self, mode: str, marker: str = "") -> None:
         argv = [*self._sh(), "-c", KILL_SCRIPT, "crucible-kill", mode, marker]
         try:

@@ -11,7 +11,10 @@ reads the upper layer afterwards to record which system paths were changed.
 The exec server (init.py) is the host's bash and dash, which the image may
 lack or have in another libc: they run from a read-only kit bound at KIT
 through the host's own dynamic loader, with the host's libraries. The loader
-copy is unreadable (mode 0111), so pid 1 stays non-dumpable as in host mode.
+copy is unreadable (mode 0111), so pid 1 stays non-dumpable as in host mode. That
+loader reads the sandbox's /etc/ld.so.preload, so an empty read-only one is bound there
+(the worker is restarted at grading). Grading's own commands come from GRADE, the static
+kit of sandboxes/gradekit.py, never from the image's PATH.
 Everything else (namespaces, capabilities, /proc, /dev, limits, the control
 dir) is host mode's: build_argv() builds both from the same pieces.
 
@@ -37,14 +40,14 @@ import re
 import secrets
 import shlex
 import shutil
-import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.errors import ProviderUnavailable, SandboxFailed, TaskInvalid
-from crucible.records.tamper import SystemChange, TamperRecord
-from crucible.sandboxes import gradekit, tamper
+from crucible.records.tamper import TamperRecord
+from crucible.sandboxes import gradekit
+from crucible.sandboxes.local import layerdiff
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, bwrap_features, find_bwrap
 from crucible.sandboxes.local.images import Rootfs
 
@@ -325,86 +328,6 @@ class ImageMode:
         return f"{argv} </dev/null >{ENTRYPOINT_LOG} 2>&1 &\n"
 
     def system_changes(self, own: list[str]) -> TamperRecord:
-        """What the upper layer holds outside the agent's own places (`own`: its workdir
-        and HOME; tamper.OWN_PLACES): files written, created or deleted (whiteouts) inside
-        the sandbox. The layer is the sandbox's to shape, so it is walked through directory
-        fds (os.fwalk), never through a link, and the image is looked up the same way."""
-        upper = self.layers / "upper"
-        lower = self.rootfs.path
+        """What the upper layer holds outside the agent's own places (layerdiff.py)."""
         skip = {*self.mount_points, ENTRYPOINT_LOG}  # made by bwrap or crucible
-        found: list[SystemChange] = []
-        seen = 0
-
-        def in_image(path: str) -> bool:
-            return _lstat_below(lower, path) is not None
-
-        for dirpath, dirnames, filenames, dirfd in os.fwalk(upper, follow_symlinks=False):
-            relpath = os.path.relpath(dirpath, upper)
-            base = "" if relpath == "." else "/" + relpath
-            keep = []
-            for d in dirnames:
-                path = f"{base}/{d}"
-                if tamper.left_out(path, own):
-                    continue
-                st = os.lstat(d, dir_fd=dirfd)
-                if stat.S_ISLNK(st.st_mode):
-                    filenames.append(d)  # a link where a directory was, or a new one
-                    continue
-                keep.append(d)
-                image = _lstat_below(lower, path)
-                if image is not None and not stat.S_ISDIR(image.st_mode):
-                    found.append(tamper.classify(path, "modified", image.st_mode))
-                elif image is not None and _opaque(dirfd, d):  # judged by its place
-                    found.append(tamper.classify(path, "modified", None))
-            dirnames[:] = keep
-            for name in filenames:
-                path = f"{base}/{name}"
-                seen += 1
-                if path in skip or tamper.left_out(path, own):
-                    continue
-                st = os.lstat(name, dir_fd=dirfd)
-                image = _lstat_below(lower, path)
-                if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # a whiteout
-                    if image is not None:
-                        found.append(tamper.classify(path, "removed", image.st_mode))
-                elif image is None:
-                    found.append(tamper.classify(path, "added", st.st_mode, in_image))
-                else:
-                    found.append(tamper.classify(path, "modified", st.st_mode))
-            seen += len(dirnames)
-            if seen >= tamper.WALK_CAP:
-                return tamper.record(found, walk_cut=True)
-        return tamper.record(found)
-
-
-def _opaque(dirfd: int, name: str) -> bool:
-    """An overlay directory made anew over the image's (its old contents hidden)."""
-    for attr in ("user.overlay.opaque", "trusted.overlay.opaque"):
-        try:
-            if os.getxattr(f"/proc/self/fd/{dirfd}/{name}", attr, follow_symlinks=False) == b"y":
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def _lstat_below(root: Path, rel: str) -> os.stat_result | None:
-    """The lstat of root/rel, reached without following any link on the way (None: absent)."""
-    parts = [p for p in rel.split("/") if p]
-    if not parts:
-        return None
-    flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
-    try:
-        fd = os.open(root, flags)
-    except OSError:
-        return None
-    try:
-        for name in parts[:-1]:
-            nxt = os.open(name, flags, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        return os.lstat(parts[-1], dir_fd=fd)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+        return layerdiff.changes(self.layers / "upper", self.rootfs.path, own, skip)
