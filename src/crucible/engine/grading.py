@@ -124,19 +124,17 @@ async def grade(
     /logs/verifier was collected (by `collect`). Records (and under `zero` polices) what
     the attempt changed: note_changes."""
     await sandbox.kill_all()  # the end of the agent phase
-    # Every agent process is gone: what the attempt changed in the system is
-    # final. Read while the tests go in (/tests and /logs are left out of it).
-    diff = asyncio.ensure_future(sandbox.system_changes())
+    # Every agent process is gone: what the attempt changed is final. Read before the
+    # tests go in, not beside them: docker's stat of a path (the record asks for modes)
+    # racing an archive upload or a reset exec lost /tests/test.sh now and then.
+    changes = await sandbox.system_changes()
     try:
         staged = await prepare_grading(sandbox, task.tests_dir)
-    except asyncio.CancelledError:
-        diff.cancel()
-        raise
     except Exception:
-        note_changes(result, await diff, log)  # kept: the likeliest cause of the failure
+        note_changes(result, changes, log)  # kept: the likeliest cause of the failure
         raise
     # Before test.sh: under `zero` nothing of the agent's is run for a verdict already known.
-    note_changes(result, await diff, log, policy)
+    note_changes(result, changes, log, policy)
     res = await run_verifier(
         sandbox,
         staged,
