@@ -297,7 +297,7 @@ def notes(report: Report) -> list[str]:
     o = report.options
     out = [ERRORS_NOTE[o.errors_as], f"success: reward >= {o.threshold:g}"]
     if tampered := tampered_trials(report):
-        out.append("TAMPERING (code grading runs was changed): " + ", ".join(tampered))
+        out.append("TAMPERING (changed code that grading runs): " + ", ".join(tampered))
     methods = {rs.se_method for j in report.jobs if (rs := j.overall.reward()) and rs.se_method}
     if methods:
         out.append("SE across " + " / ".join(sorted(methods)) + " (run i = attempt i of each task)")

@@ -6,7 +6,6 @@ place and its mode. Shared by every provider that can see a writable layer.
 
 from __future__ import annotations
 
-import fnmatch
 import posixpath
 import re
 import stat as stat_mod
@@ -33,17 +32,25 @@ _MODULE_DIRS = re.compile(
     r"/(site-packages|dist-packages|node_modules|perl5?|python[0-9.]+|ruby|gems)/"
 )
 _MODULE_EXT = (".py", ".pyc", ".pth", ".pl", ".pm", ".rb", ".js", ".mjs", ".cjs", ".sh")
-_HOOKS = ("*.pth", "sitecustomize.py", "usercustomize.py")
+_HOOKS = ("sitecustomize.py", "usercustomize.py")  # and every *.pth
 _LOADER_CONF = re.compile(r"^/etc/ld\.so\.(preload|conf|cache)$|^/etc/ld\.so\.conf\.d/")
 
 
 def below(path: str, tops: Iterable[str]) -> bool:
-    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops if t)
+    tops = [t.rstrip("/") for t in tops if t]
+    return path in tops or path.startswith(tuple(t + "/" for t in tops))
 
 
 def left_out(path: str, own: Iterable[str]) -> bool:
     """A path in the agent's own places (or crucible's), never recorded."""
-    return below(path, OWN_PLACES) or below(path, own)
+    return places(own)(path)
+
+
+def places(own: Iterable[str]) -> Callable[[str], bool]:
+    """`left_out` with its prefixes made once, for a walk of many paths."""
+    tops = {t.rstrip("/") for t in (*OWN_PLACES, *own) if t and t != "/"}
+    prefixes = tuple(t + "/" for t in tops)
+    return lambda path: path in tops or path.startswith(prefixes)
 
 
 def classify(
@@ -71,12 +78,12 @@ def classify(
     )
     shadows = False
     if kind == "added" and is_file:
-        if path == "/etc/ld.so.preload" or any(fnmatch.fnmatch(name, h) for h in _HOOKS):
+        if path == "/etc/ld.so.preload" or name in _HOOKS or name.endswith(".pth"):
             shadows = True
         elif exists_in_image is not None and posixpath.dirname(path) in PATH_DIRS:
             later = PATH_DIRS[PATH_DIRS.index(posixpath.dirname(path)) + 1 :]
             shadows = any(exists_in_image(f"{d}/{name}") for d in later)
-    return SystemChange(
+    return SystemChange.model_construct(  # every field is set here: nothing to validate
         path=path,
         kind=kind,
         executable=executable,

@@ -90,8 +90,9 @@ def diff_entries(diff: list[dict[str, Any]] | None, own: list[str]) -> list[tupl
             p = posixpath.dirname(p)
             parents.add(p)
     out: list[tuple[str, ChangeKind]] = []
+    mine = tamper.places(own)
     for path, kind in sorted(entries):
-        if path in ENGINE_FILES or path in ("/", "") or tamper.left_out(path, own):
+        if path in ENGINE_FILES or path in ("/", "") or mine(path):
             continue
         if kind != 2 and path in parents:
             continue
@@ -193,14 +194,16 @@ class DockerGrading:
         asked = 0
         changes = []
         for path, kind in entries:
-            mode = None
-            if kind != "removed" and asked < STAT_CAP:  # the mode marks an executable
-                asked += 1
-                mode = await self._mode_of(path)
             exists = None
             if kind == "added" and posixpath.dirname(path) in tamper.PATH_DIRS:
                 exists = await self._exists_map(path)
-            changes.append(tamper.classify(path, kind, mode, exists))
+            change = tamper.classify(path, kind, None, exists)
+            # The diff has no modes: asked of the engine (one call each, so capped) only
+            # where an exec bit decides it, a modified file its place does not mark as code.
+            if kind == "modified" and not change.code and asked < STAT_CAP:
+                asked += 1
+                change = tamper.classify(path, kind, await self._mode_of(path))
+            changes.append(change)
         return tamper.record(changes)
 
     async def _mode_of(self, path: str) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from crucible.records.tamper import SystemChange, TamperRecord
@@ -24,6 +25,7 @@ def changes(upper: Path, lower: Path, own: list[str], skip: set[str]) -> TamperR
     up the same way."""
     found: list[SystemChange] = []
     seen = 0
+    mine = tamper.places(own)
 
     def in_image(path: str) -> bool:
         return _lstat_below(lower, path) is not None
@@ -31,40 +33,89 @@ def changes(upper: Path, lower: Path, own: list[str], skip: set[str]) -> TamperR
     for dirpath, dirnames, filenames, dirfd in os.fwalk(upper, follow_symlinks=False):
         relpath = os.path.relpath(dirpath, upper)
         base = "" if relpath == "." else "/" + relpath
-        keep = []
-        for d in dirnames:
-            path = f"{base}/{d}"
-            if tamper.left_out(path, own):
-                continue
-            st = os.lstat(d, dir_fd=dirfd)
-            if stat.S_ISLNK(st.st_mode):
-                filenames.append(d)  # a link where a directory was, or a new one
-                continue
-            keep.append(d)
-            image = _lstat_below(lower, path)
-            if image is not None and not stat.S_ISDIR(image.st_mode):
-                found.append(tamper.classify(path, "modified", image.st_mode))
-            elif image is not None and _opaque(dirfd, d):  # judged by its place
-                found.append(tamper.classify(path, "modified", None))
-        dirnames[:] = keep
-        for name in filenames:
-            path = f"{base}/{name}"
-            seen += 1
-            if path in skip or tamper.left_out(path, own):
-                continue
-            st = os.lstat(name, dir_fd=dirfd)
-            image = _lstat_below(lower, path)
-            if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # a whiteout
-                if image is not None:
-                    found.append(tamper.classify(path, "removed", image.st_mode))
-            elif image is None:
-                found.append(tamper.classify(path, "added", st.st_mode, in_image))
-            else:
-                found.append(tamper.classify(path, "modified", st.st_mode))
-        seen += len(dirnames)
+        image_dir = _open_below(lower, base)  # the image's folder here, once per folder
+        try:
+            seen += _folder(
+                base, dirnames, filenames, dirfd, image_dir, mine, skip, in_image, found
+            )
+        finally:
+            if image_dir is not None:
+                os.close(image_dir)
         if seen >= tamper.WALK_CAP:
             return tamper.record(found, walk_cut=True)
     return tamper.record(found)
+
+
+def _folder(
+    base: str,
+    dirnames: list[str],
+    filenames: list[str],
+    dirfd: int,
+    image_dir: int | None,
+    mine: Callable[[str], bool],
+    skip: set[str],
+    in_image: Callable[[str], bool],
+    found: list[SystemChange],
+) -> int:
+    """The changes of one folder of the upper layer (`image_dir`: the image's same folder,
+    None when it has none); prunes `dirnames` to the folders to walk. Returns entries seen."""
+
+    def image(name: str) -> os.stat_result | None:
+        if image_dir is None:
+            return None
+        try:
+            return os.lstat(name, dir_fd=image_dir)
+        except OSError:
+            return None
+
+    keep = []
+    for d in dirnames:
+        path = f"{base}/{d}"
+        if mine(path):
+            continue
+        st = os.lstat(d, dir_fd=dirfd)
+        if stat.S_ISLNK(st.st_mode):
+            filenames.append(d)  # a link where a directory was, or a new one
+            continue
+        keep.append(d)
+        was = image(d)
+        if was is not None and not stat.S_ISDIR(was.st_mode):
+            found.append(tamper.classify(path, "modified", was.st_mode))
+        elif was is not None and _opaque(dirfd, d):  # judged by its place
+            found.append(tamper.classify(path, "modified", None))
+    dirnames[:] = keep
+    for name in filenames:
+        path = f"{base}/{name}"
+        if path in skip or mine(path):
+            continue
+        st = os.lstat(name, dir_fd=dirfd)
+        was = image(name)
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # a whiteout
+            if was is not None:
+                found.append(tamper.classify(path, "removed", was.st_mode))
+        elif was is None:
+            found.append(tamper.classify(path, "added", st.st_mode, in_image))
+        else:
+            found.append(tamper.classify(path, "modified", st.st_mode))
+    return len(filenames) + len(dirnames)
+
+
+def _open_below(root: Path, rel: str) -> int | None:
+    """An O_PATH fd on root/rel, reached without following any link (None: no such folder)."""
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        fd = os.open(root, flags)
+    except OSError:
+        return None
+    try:
+        for name in [p for p in rel.split("/") if p]:
+            nxt = os.open(name, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _opaque(dirfd: int, name: str) -> bool:
