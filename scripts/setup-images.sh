@@ -69,6 +69,13 @@ if ! command -v buildah >/dev/null 2>&1; then
 fi
 command -v buildah >/dev/null 2>&1 || die "no buildah after install"
 
+# 1b. The grading kit (src/crucible/sandboxes/gradekit.py): static bash and busybox that
+# image-mode and docker grading run by absolute path, never the image's own.
+if [ ! -x /bin/bash-static ] || [ ! -x /bin/busybox ] || ldd /bin/busybox >/dev/null 2>&1; then
+    say "installing bash-static and busybox-static (the grading kit)"
+    apt_install bash-static busybox-static
+fi
+
 # 2. The base image, under the name Dockerfiles use (FROM debian:bookworm-slim), in the
 # storage of the user who runs crucible (this script's user: not through sudo).
 docker_has_base() {

@@ -61,6 +61,11 @@ class VerifierFailed(CrucibleError):
     kind = ErrorKind.verifier_failed
 
 
+class Tampered(VerifierFailed):
+    """Under `--tampered zero`: the attempt changed code of the image that grading can run
+    (records/tamper.py); counted 0 like any failure of the attempt's own grading."""
+
+
 class Cancelled(CrucibleError):
     kind = ErrorKind.cancelled
 

@@ -101,7 +101,9 @@ async def test_self_broken_grading_on_docker(
     tmp_path: Path, docker_engine: None, solve: str
 ) -> None:
     r = await attack_trial("docker", attack_task(tmp_path / "t", solve=solve), tmp_path)
-    assert r.outcome == "verifier_failed", r.error
+    # Grading's own shell is the static kit's, which needs no loader: a test.sh of shell
+    # builtins still runs (and says 0); one that needs the loader fails. Either way, 0.
+    assert r.outcome in ("verifier_failed", "graded"), r.error
     assert r.counted_reward == 0.0
     if "ld-linux" in solve:  # the likeliest cause is on record
         assert "deleted /usr/lib64/ld-linux-x86-64.so.2" in (r.tampered_paths or [])

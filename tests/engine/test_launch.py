@@ -87,3 +87,35 @@ async def test_refusals_carry_exit_code_and_error(tasks: Path, tmp_path: Path) -
         RunRequest(paths=[tasks], env="simulated", jobs_dir=tmp_path, skip_invalid=True)
     )
     assert [t.name for t in plan.tasks] == ["b"]
+
+
+async def test_the_tamper_policy_is_stored_and_kept_on_resume(tasks: Path, tmp_path: Path) -> None:
+    """`--tampered zero` reaches every trial's plan, is written to job.json, and a resume
+    runs under it: asking for `flag` on resume is refused (no quiet downgrade)."""
+    jobs = tmp_path / "jobs"
+    req = RunRequest.from_sources(
+        {"paths": [tasks], "env": "simulated", "jobs_dir": jobs, "job_name": "z",
+         "tampered": "zero"},
+        {}, env_params={}, agent_kwargs={},
+    )  # fmt: skip
+    plan = await prepare_launch(req)
+    runner = plan.runner()
+    assert {p.tampered for p in runner.plan()} == {"zero"}
+    await runner.run()
+    await plan.provider.aclose()
+    assert '"tampered": "zero"' in (jobs / "z" / "job.json").read_text()
+
+    again = await prepare_launch(RunRequest(resume="z", jobs_dir=jobs))
+    assert again.cfg.tampered == "zero" and {p.tampered for p in again.runner().plan()} == {"zero"}
+    await again.provider.aclose()
+    with pytest.raises(LaunchRefused) as changed:
+        await prepare_launch(RunRequest(resume="z", jobs_dir=jobs, tampered="flag"))
+    assert changed.value.code == ExitCode.USAGE and "tampered='zero'" in changed.value.message
+    with pytest.raises(ValueError):
+        RunRequest(tampered="sometimes")  # type: ignore[arg-type]
+
+
+async def test_a_new_job_defaults_to_flag(tasks: Path, tmp_path: Path) -> None:
+    plan = await prepare_launch(RunRequest(paths=[tasks], env="simulated", jobs_dir=tmp_path))
+    assert plan.cfg.tampered == "flag"
+    await plan.provider.aclose()

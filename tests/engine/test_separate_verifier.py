@@ -98,7 +98,11 @@ async def test_tampering_cannot_change_the_separate_verifiers_result(
     assert _reward(wrong) == ("graded", 0.0)
     assert _reward(await _run(env, tmp_path, 42, attack)) == ("graded", 1.0)
     if env == "docker" and attack == "bin_replaced":  # read from the agent's sandbox, still
-        assert wrong.tampered_paths == ["changed /usr/bin/cat", "changed /usr/bin/grep"]
+        assert wrong.tamper is not None and not wrong.tamper.zeroed  # nothing of it graded
+        assert [f"{c.kind} {c.path}" for c in wrong.tamper.reaching] == [
+            "modified /usr/bin/cat",
+            "modified /usr/bin/grep",
+        ]
 
 
 @pytest.mark.docker

@@ -49,13 +49,15 @@ async def test_replaced_system_files_are_recorded_and_flagged(
     assert result["outcome"] == "graded" and result["verifier_result"]["rewards"] == {"reward": 0.0}
     assert result["tampered_paths"] == [
         "added /etc/evil.conf",
+        "added /solution/solve.sh",  # the oracle's own upload: outside the agent's places
         "changed /usr/bin/tac",
         "added /usr/local/bin/helper",
     ]
     res = CliRunner().invoke(app, ["report", "tamper", "--jobs-dir", str(jobs), "-f", "markdown"])
     assert res.exit_code == 0, res.output
     assert "tampered" in res.stdout and "TAMPERING" in res.stdout
-    assert "changed /usr/bin/tac" in res.stdout or "added /etc/evil.conf" in res.stdout
+    # The report names what grading could run (a modified tool), not the harmless adds.
+    assert "/usr/bin/tac (modified, executable)" in res.stdout
 
 
 async def test_an_attempt_that_changes_nothing_records_an_empty_list(

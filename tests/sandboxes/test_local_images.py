@@ -157,7 +157,16 @@ async def test_system_writes_stay_in_the_trial_and_are_recorded(
         assert (lower / "etc" / "passwd").is_file() and not (lower / "usr/bin/only-mine").exists()
         assert "pwned" not in (lower / "opt/tool/bin/only-in-image").read_text()
         changed = await a.changed_system_paths()
-        assert changed == ["/etc/passwd", "/usr/bin/env", "/usr/bin/only-mine", "/usr/lib/evil"]
+        # The whole layer outside the agent's places (/opt too); an empty new folder is not
+        # a change of any file (what it will hold is).
+        assert changed == [
+            "deleted /etc/passwd",
+            "changed /opt/tool/bin/only-in-image",
+            "changed /usr/bin/env",
+            "added /usr/bin/only-mine",
+        ]
+        record = await a.system_changes()
+        assert record is not None and all(c.executable for c in record.changes[1:])
         assert await b.changed_system_paths() == []
         layers = a.image.layers
     finally:
@@ -174,7 +183,7 @@ async def test_a_layer_shaped_to_point_at_the_host_is_read_without_following(
     async with await provider.create(spec(env_dir)) as sb:
         r = await sb.exec("rm -f /sbin && ln -s / /sbin && ln -s /root /usr/lib/x", timeout=10)
         assert r.ok, r.stderr
-        assert await sb.changed_system_paths() == ["/sbin", "/usr/lib/x"]
+        assert await sb.changed_system_paths() == ["changed /sbin", "added /usr/lib/x"]
 
 
 async def test_the_images_user_runs_the_commands(provider: LocalProvider, tmp_path: Path) -> None:
@@ -208,7 +217,7 @@ async def test_a_full_layer_is_no_space_never_out_of_memory(
         # 150 MiB of the 256 MiB limit in one buffer: there only if the files took no more.
         after = await sb.exec("dd if=/dev/zero of=/dev/null bs=150M count=1", timeout=30)
         assert after.ok, after.stderr
-        assert await sb.changed_system_paths() == ["/usr/big"]
+        assert await sb.changed_system_paths() == ["added /usr/big"]
 
 
 async def test_exec_server_kit_is_out_of_reach(provider: LocalProvider, env_dir: Path) -> None:

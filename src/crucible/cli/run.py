@@ -139,6 +139,12 @@ def register(app: typer.Typer) -> None:
         ),
         task_env: list[str] = TaskEnvOpt,
         task_env_file: Path = TaskEnvFileOpt,
+        tampered: str = typer.Option(
+            None,
+            "--tampered",
+            help="flag: record changes to the image's code grading runs (the default); "
+            "zero: also count such a trial 0, reason tampered (README: Trust).",
+        ),
         model: str = typer.Option(None, "--model", "-m", help="Model name for LLM agents."),
         model_base_url: str = typer.Option(
             None,
@@ -197,7 +203,7 @@ def register(app: typer.Typer) -> None:
             "skip_invalid": skip_invalid, "max_retries": max_retries,
             "trial_timeout": trial_timeout, "job_timeout": job_timeout,
             "create_rate": create_rate, "max_starting": max_starting,
-            "gpu_concurrency": gpu_concurrency, "no_network": no_network,
+            "gpu_concurrency": gpu_concurrency, "no_network": no_network, "tampered": tampered,
             "task_env": task_env_names(task_env, task_env_file, as_json),
             "model": model, "model_base_url": model_base_url,
             "model_api_key_env": model_api_key_env, "context_window": context_window,

@@ -151,6 +151,13 @@ def print_summary(runner: JobRunner, summary: JobSummary, jobs_dir: Path, *, rer
     errors = {k: v for k, v in summary.outcomes.items() if k != "graded"}
     totals.add_row("errors", ", ".join(f"{k} {v}" for k, v in sorted(errors.items())) or "none")
     totals.add_row("retries", str(summary.n_retries))
+    if summary.n_tampered:  # under every policy (`--tampered zero` also counted them 0)
+        policy = runner.cfg.tampered
+        totals.add_row(
+            "tampered",
+            f"{summary.n_tampered} changed code grading runs"
+            + (" (counted 0: --tampered zero)" if policy == "zero" else " (--tampered flag)"),
+        )
     totals.add_row(
         "mean reward",
         "-"

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from crucible.engine.collect import TrialCollector
 from crucible.errors import SandboxFailed
+from crucible.records.tamper import TamperRecord
 from crucible.sandboxes.base import Sandbox
 from crucible.store.layout import ARTIFACTS_DIR, LOGS_ARTIFACTS, SANDBOX_DIR
 from crucible.store.logs import FileLog
@@ -176,11 +177,11 @@ async def hand_over(
     *,
     separate: bool,
     into: Path | None = None,
-) -> tuple[list[Taken], list[str] | None]:
+) -> tuple[list[Taken], TamperRecord | None]:
     """The end of an agent phase (every agent process killed): the artifacts (into `into`,
     a step's folder, when given), and in separate mode what the attempt changed in the
     system, read before the verifier starts."""
-    changed = await sandbox.changed_system_paths() if separate else None
+    changed = await sandbox.system_changes() if separate else None
     taken = await take_artifacts(sandbox, task, collector, log, with_logs=separate, into=into)
     return taken, changed
 

@@ -21,7 +21,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from crucible.errors import Cancelled, CrucibleError, SandboxFailed, TaskInvalid, VerifierFailed
+from crucible.errors import (
+    Cancelled,
+    CrucibleError,
+    SandboxFailed,
+    Tampered,
+    TaskInvalid,
+    VerifierFailed,
+)
+from crucible.records.tamper import TamperPolicy, TamperRecord
 from crucible.records.trial import TrialResult
 from crucible.records.verifier import VerifierResult
 from crucible.sandboxes.base import ExecResult, Sandbox
@@ -76,30 +84,58 @@ async def ended_by_attempt(sandbox: Sandbox, exc: BaseException) -> VerifierFail
     )
 
 
+def note_changes(
+    result: TrialResult,
+    record: TamperRecord | None,
+    log: FileLog,
+    policy: TamperPolicy = "flag",
+    *,
+    shared: bool = True,
+) -> None:
+    """Put what the attempt changed on the trial's record (both forms), say so in the log,
+    and, under `--tampered zero` when grading runs where the agent was (`shared`), count it
+    0: raise Tampered naming the changes grading could run. The one place every grading
+    path (a trial, a step, shared or separate) records and polices tampering."""
+    result.tamper = record
+    result.tampered_paths = None if record is None else record.as_paths()
+    if record is None and policy == "zero" and shared:
+        log.warning("--tampered zero: this provider cannot see what the attempt changed")
+    if record is None or not record.changes:
+        return
+    reaching = record.reaching
+    log.warning(
+        f"the attempt changed {record.n_total} path(s) outside its own places, "
+        f"{len(reaching)} that grading can run: "
+        + ", ".join(f"{c.path} ({c.marks()})" for c in (reaching or record.changes)[:10])
+    )
+    if policy == "zero" and shared and reaching:
+        record.zeroed = True
+        raise Tampered(record.reason()[:1000])
+
+
 async def grade(
     sandbox: Sandbox,
     task: Task,
     result: TrialResult,
     log: FileLog,
     collect: Callable[[], Awaitable[Path]],
+    policy: TamperPolicy = "flag",
 ) -> tuple[ExecResult, Path]:
     """Grade in the sandbox; return how test.sh ended and the host folder where
-    /logs/verifier was collected (by `collect`). Sets result.tampered_paths."""
+    /logs/verifier was collected (by `collect`). Records (and under `zero` polices) what
+    the attempt changed: note_changes."""
     await sandbox.kill_all()  # the end of the agent phase
-    # Every agent process is gone: what the attempt changed in the system is
-    # final. Read while the tests go in (they touch no system path).
-    diff = asyncio.ensure_future(sandbox.changed_system_paths())
+    # Every agent process is gone: what the attempt changed is final. Read before the
+    # tests go in, not beside them: docker's stat of a path (the record asks for modes)
+    # racing an archive upload or a reset exec lost /tests/test.sh now and then.
+    changes = await sandbox.system_changes()
     try:
         staged = await prepare_grading(sandbox, task.tests_dir)
-    except asyncio.CancelledError:
-        diff.cancel()
-        raise
     except Exception:
-        result.tampered_paths = await diff  # kept: the likeliest cause of the failure
+        note_changes(result, changes, log)  # kept: the likeliest cause of the failure
         raise
-    result.tampered_paths = await diff  # never raises: a record, not a verdict
-    if result.tampered_paths:
-        log.warning(f"system paths changed by the attempt: {result.tampered_paths[:10]}")
+    # Before test.sh: under `zero` nothing of the agent's is run for a verdict already known.
+    note_changes(result, changes, log, policy)
     res = await run_verifier(
         sandbox,
         staged,

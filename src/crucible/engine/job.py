@@ -103,7 +103,7 @@ class JobRunner:
     def plan(self) -> list[TrialPlan]:
         """Attempt-major order interleaves tasks fairly: every task's attempt 0 first."""
         return [
-            TrialPlan(task=t, attempt=a, job_id=self.cfg.job_id)
+            TrialPlan(task=t, attempt=a, job_id=self.cfg.job_id, tampered=self.cfg.tampered)
             for a in range(self.cfg.attempts)
             for t in self.tasks
         ]

@@ -154,6 +154,7 @@ def _as_recorded(req: RunRequest, job_id: str, existing: JobConfig) -> RunReques
         ("attempts", existing.attempts),
         ("no_network", existing.no_network),
         ("task_env", existing.task_env),
+        ("tampered", existing.tampered),
     ):
         asked = getattr(req, key)
         if key == "task_env" and asked is not None:
@@ -170,6 +171,7 @@ def _as_recorded(req: RunRequest, job_id: str, existing: JobConfig) -> RunReques
             "attempts": existing.attempts,
             "no_network": existing.no_network,
             "task_env": existing.task_env,
+            "tampered": existing.tampered,
             "concurrency": req.concurrency or existing.concurrency,
             "agent_kwargs": req.agent_kwargs or dict(existing.agent_kwargs),
             "env_params": req.env_params or dict(existing.env_params),
@@ -319,6 +321,7 @@ async def prepare_launch(
     cfg.concurrency = concurrency
     cfg.no_network = bool(req.no_network)
     cfg.task_env = sorted(set(req.task_env or []))
+    cfg.tampered = req.tampered or "flag"
     options = JobOptions(
         max_retries=cfg.max_retries if req.max_retries is None else req.max_retries,
         gpu_concurrency=req.gpu_concurrency or DEFAULT_GPU_CONCURRENCY,

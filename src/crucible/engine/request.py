@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from crucible.records.tamper import TamperPolicy
+
 # Agent options that map one-to-one onto agent constructor keywords.
 MODEL_OPTIONS = (
     "model",
@@ -40,6 +42,7 @@ JOB_OPTIONS = (
     "max_starting",
     "no_network",
     "task_env",
+    "tampered",
 )
 
 
@@ -72,6 +75,9 @@ class RunRequest(BaseModel):
     no_network: bool | None = None
     # The host variables tasks may read through `${VAR}` (None: none, or as recorded).
     task_env: list[str] | None = None
+    # "flag" (the default) or "zero": see records/tamper.py (None: the default, or as recorded).
+    # The grading service and task generation ask for "zero".
+    tampered: TamperPolicy | None = None
 
     @classmethod
     def from_sources(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from crucible.agents.base import Agent
 from crucible.errors import ResourcesUnavailable
+from crucible.records.tamper import TamperPolicy
 from crucible.sandboxes.base import NetworkMode, SandboxSpec
 from crucible.tasks.models import NetworkMode as TaskNetwork
 from crucible.tasks.models import Task
@@ -31,6 +32,7 @@ class TrialPlan:
     task: Task
     attempt: int
     job_id: str
+    tampered: TamperPolicy = "flag"  # the job's --tampered policy (records/tamper.py)
 
     @property
     def trial_name(self) -> str:

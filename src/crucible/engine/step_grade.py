@@ -32,8 +32,9 @@ from pathlib import Path
 
 from crucible.engine.artifacts import hand_over
 from crucible.engine.collect import TrialCollector
-from crucible.engine.grading import blamed, grade, record_grade, shielded
+from crucible.engine.grading import blamed, grade, note_changes, record_grade, shielded
 from crucible.engine.separate import grade_separately, verifier_spec
+from crucible.records.tamper import TamperPolicy
 from crucible.records.trial import StepResult, TimingInfo, TrialResult, utcnow
 from crucible.records.verifier import VerifierResult
 from crucible.sandboxes.base import Provider, Sandbox
@@ -63,6 +64,7 @@ class VerifierSandboxes:
     trial_name: str
     params: dict[str, str] | None = None
     gate: StartGate | None = None
+    tampered: TamperPolicy = "flag"  # the job's policy, for in-place grading (grading.py)
 
 
 @dataclass
@@ -112,7 +114,7 @@ class StepGrader:
             return await self.collector.collect(box, LOGS_VERIFIER, dst)
 
         if separate:
-            self.result.tampered_paths = changed
+            note_changes(self.result, changed, self.log, shared=False)
             if last:  # nothing else needs the agent's sandbox
                 await shielded(sandbox.close())
             v = self.verifiers
@@ -125,8 +127,12 @@ class StepGrader:
         else:
             self.in_place = True  # set first: a failed grading may have left files too
             res, verifier_dir = await blamed(
-                sandbox, grade(sandbox, view, self.result, self.log, lambda: collect(sandbox))
-            )
+                sandbox,
+                grade(
+                    sandbox, view, self.result, self.log, lambda: collect(sandbox),
+                    self.verifiers.tampered,
+                ),
+            )  # fmt: skip
 
         def hold(graded: VerifierResult) -> None:
             record.verifier_result = graded

@@ -48,4 +48,5 @@ def summarize(
         n_excluded=len(results) - len(scored),
         pass_at_k=passk,
         n_retries=sum(r.retries for r in results),
+        n_tampered=sum(1 for r in results if r.tampered),
     )

@@ -22,7 +22,14 @@ from uuid import uuid4
 from crucible.agents.base import Agent, AgentContext
 from crucible.engine.artifacts import Taken, hand_over
 from crucible.engine.collect import TrialCollector
-from crucible.engine.grading import blamed, ended_by_attempt, grade, record_grade, shielded
+from crucible.engine.grading import (
+    blamed,
+    ended_by_attempt,
+    grade,
+    note_changes,
+    record_grade,
+    shielded,
+)
 from crucible.engine.healthcheck import run_healthcheck
 from crucible.engine.separate import grade_separately, verifier_spec
 from crucible.engine.spec import TrialPlan, build_spec
@@ -210,6 +217,7 @@ class _TrialRun:
                 self.plan.trial_name,
                 self.env_params,
                 self.start_gate,
+                self.plan.tampered,
             )
             steps = StepsRun(
                 self.plan.task,
@@ -232,7 +240,7 @@ class _TrialRun:
             sandbox, self.plan.task, self.collector, self.log, separate=separate
         )
         if separate:  # nothing else needs the agent's sandbox: gone before grading
-            self.result.tampered_paths = changed
+            note_changes(self.result, changed, self.log, shared=False)
             if has_stages(self.plan.task):  # the submission is the agent's: taken first
                 self.submission = await blamed(sandbox, self._submission(sandbox))
             await shielded(sandbox.close())
@@ -316,6 +324,7 @@ class _TrialRun:
                     result,
                     self.log,
                     lambda: self._collect(sandbox, LOGS_VERIFIER, LOGS_ARTIFACTS),
+                    self.plan.tampered,
                 ),
             )
         else:

@@ -107,7 +107,7 @@ class GroupMetrics(BaseModel):
     n_graded: int = 0
     n_scored: int = 0  # trials that enter the means (graded, plus errors counted as 0)
     n_excluded: int = 0  # errors left out of the means (shown beside them)
-    n_tampered: int = 0  # trials that changed system paths (result.json tampered_paths)
+    n_tampered: int = 0  # trials that changed code grading runs (TrialResult.tampered)
     n_tasks: int = 0
     n_runs: int = 0
     outcomes: dict[str, int] = Field(default_factory=dict)

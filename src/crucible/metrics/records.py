@@ -52,7 +52,8 @@ class TrialRecord:
     agent_error: str | None = None  # the agent failed at the task (still graded)
     error_message: str | None = None
     retries: int = 0
-    tampered_paths: tuple[str, ...] | None = None  # system paths the attempt changed
+    # What the attempt changed that grading could run (TrialResult.tampered_list)
+    tampered_paths: tuple[str, ...] | None = None
     # The verifier's own model calls (judge stages), apart from the agent's cost and tokens.
     verifier_tokens: int | None = None  # None: no stage called a model
     verifier_cost_usd: float | None = None
@@ -103,7 +104,7 @@ def record_from_result(
         agent_error=ar.error.type if ar and ar.error else None,
         error_message=r.error.message if r.error else None,
         retries=r.retries,
-        tampered_paths=tuple(r.tampered_paths) if r.tampered_paths is not None else None,
+        tampered_paths=None if (t := r.tampered_list()) is None else tuple(t),
         step_rewards=_step_rewards(r),
         **_verifier_cost(r),
     )

@@ -13,6 +13,7 @@ from crucible.records.defaults import (
     DEFAULT_ENV,
     DEFAULT_MAX_RETRIES,
 )
+from crucible.records.tamper import TamperPolicy
 from crucible.records.trial import utcnow
 
 
@@ -41,6 +42,8 @@ class JobConfig(BaseModel):
     no_network: bool = False  # `--no-network`: every task ran without network
     # `--task-env`: the host variables the tasks could read (names only, never values).
     task_env: list[str] = Field(default_factory=list)
+    # `--tampered`: "flag" records changes grading could run; "zero" also counts them 0.
+    tampered: TamperPolicy = "flag"
     dataset: list[str] = Field(default_factory=list)  # the paths given
     tasks: list[TaskRef] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)
@@ -63,3 +66,5 @@ class JobSummary(BaseModel):
     n_excluded: int = 0
     pass_at_k: dict[str, float] = Field(default_factory=dict)
     n_retries: int = 0
+    # Trials that changed code grading could run (TrialResult.tampered), under any policy.
+    n_tampered: int = 0

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from crucible.errors import ErrorKind
+from crucible.records.tamper import TamperRecord
 from crucible.records.verifier import VerifierResult
 
 
@@ -124,9 +125,13 @@ class TrialResult(BaseModel):
     agent_setup: TimingInfo | None = None
     agent_execution: TimingInfo | None = None
     verifier: TimingInfo | None = None
-    # System paths (/usr, /etc, /bin, /lib...) the attempt changed, as seen once its
-    # processes were gone ("added /usr/bin/x"); None: the provider cannot see them.
+    # What the attempt changed outside its workdir, HOME, /tmp and /logs, as seen once its
+    # processes were gone ("added /usr/bin/x", "changed ...", "deleted ..."); None: the
+    # provider cannot see them. Kept for older readers: `tamper` is the full record.
     tampered_paths: list[str] | None = None
+    # The same changes classified (added/modified/removed; executable, library,
+    # interpreter), capped, and whether `--tampered zero` counted the trial 0 for them.
+    tamper: TamperRecord | None = None
     # Harbor's: "shared" (graded in the agent's sandbox) or "separate" (in a new one).
     verifier_environment_mode: str | None = None
     # A multi-step task's steps in the order they ran (those after a failed gate are absent);
@@ -139,6 +144,20 @@ class TrialResult(BaseModel):
     @property
     def graded(self) -> bool:
         return self.outcome == "graded"
+
+    @property
+    def tampered(self) -> bool:
+        """Whether the attempt changed code grading could run (records/tamper.py), under any
+        policy; an older record without `tamper`: whether it changed any system path."""
+        if self.tamper is not None:
+            return bool(self.tamper.reaching)
+        return bool(self.tampered_paths)
+
+    def tampered_list(self) -> list[str] | None:
+        """The changes behind `tampered`, for a report: "path (modified, executable)"."""
+        if self.tamper is not None:
+            return [f"{c.path} ({c.marks()})" for c in self.tamper.reaching]
+        return self.tampered_paths
 
     @property
     def counted_reward(self) -> float | None:

@@ -283,14 +283,16 @@ ERRORS_NOTE = {
 
 
 def tampered_trials(report: Report, limit: int = 5) -> list[str]:
-    """Trials that changed system paths, as 'trial (first change, ...)'."""
+    """Trials that changed code grading runs, as 'trial (first change, ...)', under any
+    policy; those `--tampered zero` counted 0 say so."""
     out = []
     for j in report.jobs:
         for t in j.tasks:
             for tr in t.trials:
                 if tr.tampered_paths:
                     more = f", +{len(tr.tampered_paths) - 2}" if len(tr.tampered_paths) > 2 else ""
-                    out.append(f"{tr.trial_name} ({', '.join(tr.tampered_paths[:2])}{more})")
+                    zero = " counted 0" if (tr.error or "").startswith("tampered:") else ""
+                    out.append(f"{tr.trial_name}{zero} ({', '.join(tr.tampered_paths[:2])}{more})")
     return out[:limit] + ([f"{len(out) - limit} more"] if len(out) > limit else [])
 
 
@@ -298,7 +300,7 @@ def notes(report: Report) -> list[str]:
     o = report.options
     out = [ERRORS_NOTE[o.errors_as], f"success: reward >= {o.threshold:g}"]
     if tampered := tampered_trials(report):
-        out.append("TAMPERING (system paths changed): " + ", ".join(tampered))
+        out.append("TAMPERING (changed code that grading runs): " + ", ".join(tampered))
     methods = {rs.se_method for j in report.jobs if (rs := j.overall.reward()) and rs.se_method}
     if methods:
         out.append("SE across " + " / ".join(sorted(methods)) + " (run i = attempt i of each task)")

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from crucible.errors import ResourcesUnavailable
+from crucible.records.tamper import TamperRecord
 
 NetworkMode = Literal["none", "public", "allowlist"]
 
@@ -162,9 +163,22 @@ class Sandbox(abc.ABC):
         excluded sandbox_failed (engine/grading.py `blamed`). Never raises."""
         return None
 
+    async def system_changes(self) -> TamperRecord | None:
+        """What the attempt changed outside its own places (the workdir, HOME, /tmp,
+        /logs), classified (records/tamper.py), once every agent process is gone; None
+        when this provider cannot see its writable layer. Never raises."""
+        return None
+
     async def changed_system_paths(self) -> list[str] | None:
-        """System paths (/usr, /etc, /bin, /lib...) changed since the sandbox started,
-        or None when this provider cannot see them cheaply."""
+        """`system_changes` in the older form ("added /usr/bin/x", "changed ...")."""
+        record = await self.system_changes()
+        return None if record is None else record.as_paths()
+
+    def grading_kit(self) -> str | None:
+        """A directory inside the sandbox holding crucible's static `bash` and `busybox`
+        (sandboxes/gradekit.py), which nothing inside can write or replace: grading's own
+        commands run from it by absolute path. None: PATH's tools are already crucible's
+        (a read-only host userland) or the provider has no kit (then PATH's are used)."""
         return None
 
     async def expose_url(self, url: str) -> str:

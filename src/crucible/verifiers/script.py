@@ -155,8 +155,13 @@ def grading_script(
     env: dict[str, str] | None = None,
     user: str | None = None,
     tests: str = TESTS_DIR,
+    kit: str | None = None,
 ) -> str:
-    """The shell script of the grading exec: context first, then test.sh."""
+    """The shell script of the grading exec: context first, then test.sh. With `kit`
+    (Sandbox.grading_kit), every command of crucible's own is the kit's, by absolute
+    path: its bash runs test.sh, its busybox makes the folders and switches the user."""
+    bb = f"{shlex.quote(kit)}/busybox " if kit else ""
+    bash = f"{shlex.quote(kit)}/bash" if kit else "bash"
     lines = ["unset " + " ".join(UNSET)]
     # PATH: the system directories, then the image's own entries (a toolchain
     # under /opt, say) unless they lie where the agent writes.
@@ -179,10 +184,10 @@ def grading_script(
     q_site = shlex.quote(home + TAIL_SITE)
     switch = user is not None and str(user) not in ("root", "0")
     if switch:  # the site stays root's, readable by the tests' user
-        lines.append(f"mkdir -m 0700 -- {q_home} || exit {PRELUDE_FAILED}")
-        lines.append(f"mkdir -m 0755 -- {q_site} || exit {PRELUDE_FAILED}")
+        lines.append(f"{bb}mkdir -m 0700 -- {q_home} || exit {PRELUDE_FAILED}")
+        lines.append(f"{bb}mkdir -m 0755 -- {q_site} || exit {PRELUDE_FAILED}")
     else:  # root reads both: one mkdir (an exec costs ~1 ms), the site private too
-        lines.append(f"mkdir -m 0700 -- {q_home} {q_site} || exit {PRELUDE_FAILED}")
+        lines.append(f"{bb}mkdir -m 0700 -- {q_home} {q_site} || exit {PRELUDE_FAILED}")
     lines.append(
         f"printf %s {shlex.quote(TAIL_SITECUSTOMIZE)} > {q_site}/sitecustomize.py"
         f" || exit {PRELUDE_FAILED}"
@@ -191,12 +196,15 @@ def grading_script(
         if not _ENV_KEY.fullmatch(key):
             raise TaskInvalid(f"[verifier].env: {key!r} is not a variable name")
         lines.append(f"export {key}={shlex.quote(value)}")
-    run = f"bash --noprofile --norc {tests}/test.sh"
+    run = f"{bash} --noprofile --norc {tests}/test.sh"
     if switch:
         who = shlex.quote(str(user))
         # Fresh, empty directories: a plain chown cannot be led elsewhere.
-        lines.append(f"chown -- {who} {q_home} {REWARD_DIR} || exit {PRELUDE_FAILED}")
-        run = f"runuser -m -u {who} -- {run}"
+        lines.append(f"{bb}chown -- {who} {q_home} {REWARD_DIR} || exit {PRELUDE_FAILED}")
+        if kit:  # busybox's su as root: no password, the environment kept (-p)
+            run = f"{bb}su -p -s {bash} {who} -c {shlex.quote(f'exec {run}')}"
+        else:
+            run = f"runuser -m -u {who} -- {run}"
     lines.append(f"cd -- {shlex.quote(workdir)} || exit {PRELUDE_FAILED}")
     lines.append(f"exec {run}")
     return "\n".join(lines) + "\n"
@@ -219,8 +227,15 @@ async def run_verifier(
     """
     workdir = cwd or sandbox.spec.workdir
     home = f"/tmp/.crucible-home-{uuid.uuid4().hex}"
-    script = grading_script(home=home, workdir=workdir, env=env, user=user, tests=staged)
-    return await sandbox.exec(script, timeout=timeout_sec, cwd="/")
+    kit = sandbox.grading_kit()
+    script = grading_script(home=home, workdir=workdir, env=env, user=user, tests=staged, kit=kit)
+    if kit is None:
+        return await sandbox.exec(script, timeout=timeout_sec, cwd="/")
+    # The script itself runs in the kit's bash, never in the image's `sh -c`.
+    # BASH_ENV goes first: bash -c would source it before the script's own `unset`.
+    argv = [f"{kit}/busybox", "env", "-u", "BASH_ENV", f"{kit}/bash", "--noprofile", "--norc"]
+    argv += ["-c", script]
+    return await sandbox.exec(argv, timeout=timeout_sec, cwd="/")
 
 
 def read_rewards(verifier_dir: Path) -> tuple[dict[str, float], dict[str, Any]]:

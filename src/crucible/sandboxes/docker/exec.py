@@ -21,6 +21,9 @@ from typing import Any
 from crucible.sandboxes.proc import CappedBuffer
 
 MARKER_VAR = "CRUCIBLE_EXEC_ID"
+# The grading kit's read-only bind (sandboxes/gradekit.py): the kill sweep, the resets and
+# grading run its static busybox and bash, never the image's sh, grep or rm.
+KIT_MOUNT = "/.crucible-kit"
 
 # The container's main process under docker-init: a shell that sleeps forever
 # (`sleep infinity` where the image's sleep knows it, else a loop).

@@ -10,14 +10,19 @@ a real directory (no link) whose archive holds nothing but itself.
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import logging
 import posixpath
+import stat
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from crucible.records.text import storable_text
+from crucible.records.tamper import ChangeKind, TamperRecord
+from crucible.sandboxes import tamper
+from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.docker.files import dirs_tar
 from crucible.sandboxes.streams import ChunkReader
 
@@ -30,13 +35,12 @@ _MODE_DIR = 1 << 31
 _MODE_SYMLINK = 1 << 27
 _MODE_SPECIAL = (1 << 23) | (1 << 22) | (1 << 20)  # setuid, setgid, sticky
 
-SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc")
 # The engine bind-mounts these per container; they are not the agent's doing.
 ENGINE_FILES = frozenset(
     {"/etc/hostname", "/etc/hosts", "/etc/resolv.conf", "/etc/mtab", "/usr/sbin/docker-init"}
 )
-MAX_CHANGES = 500
-_KIND = {0: "changed", 1: "added", 2: "deleted"}
+_KIND: dict[int, ChangeKind] = {0: "modified", 1: "added", 2: "removed"}
+STAT_CAP = 200  # files whose mode is asked of the engine, per record
 
 
 def ended(state: dict[str, Any]) -> str:
@@ -71,16 +75,10 @@ def extra_members(chunks: Iterable[bytes]) -> list[str]:
     return extra
 
 
-def _is_system(path: str) -> bool:
-    return path not in ENGINE_FILES and any(
-        path == d or path.startswith(d + "/") for d in SYSTEM_DIRS
-    )
-
-
-def system_changes(diff: list[dict[str, Any]] | None) -> list[str]:
-    """From the container diff: system paths changed, added or deleted, as
-    "added /usr/bin/x". A changed directory that only holds other changes is left
-    out (the engine lists every parent of a change)."""
+def diff_entries(diff: list[dict[str, Any]] | None, own: list[str]) -> list[tuple[str, ChangeKind]]:
+    """From the container diff: the changes outside the agent's own places, as (path,
+    kind). A changed directory that only holds other changes is left out (the engine lists
+    every parent of a change), and so is an added one that holds any."""
     entries = [
         (posixpath.normpath(str(d.get("Path", ""))), int(d.get("Kind", 0))) for d in diff or []
     ]
@@ -91,13 +89,14 @@ def system_changes(diff: list[dict[str, Any]] | None) -> list[str]:
         while p not in ("/", ""):
             p = posixpath.dirname(p)
             parents.add(p)
-    out = []
+    out: list[tuple[str, ChangeKind]] = []
+    mine = tamper.places(own)
     for path, kind in sorted(entries):
-        if not _is_system(path) or (kind == 0 and path in parents):
+        if path in ENGINE_FILES or path in ("/", "") or mine(path):
             continue
-        out.append(f"{_KIND.get(kind, 'changed')} {storable_text(path)}")
-    if len(out) > MAX_CHANGES:
-        return [*out[:MAX_CHANGES], f"... {len(out) - MAX_CHANGES} more"]
+        if kind != 2 and path in parents:
+            continue
+        out.append((path, _KIND.get(kind, "modified")))
     return out
 
 
@@ -108,6 +107,8 @@ class DockerGrading:
     name: str
     _closed: bool
     _api: Any
+    spec: SandboxSpec
+    kit: str | None
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -130,6 +131,13 @@ class DockerGrading:
     def _abs(self, path: str) -> str:
         raise NotImplementedError
 
+    def _sh(self) -> list[str]:
+        """The shell of our own scripts: the kit's busybox (its applets before PATH's)."""
+        return [f"{self.kit}/busybox", "sh"] if self.kit else ["sh"]
+
+    def grading_kit(self) -> str | None:
+        return self.kit
+
     async def reset_dir(self, path: str) -> None:
         target = self._abs(path)
         # Read first: with no agent process left, a folder that is already a plain,
@@ -143,7 +151,7 @@ class DockerGrading:
         if problem is None:
             return
         out, code = await self._run_quiet(
-            ["sh", "-c", RESET_SCRIPT, "crucible-reset", target], timeout=120
+            [*self._sh(), "-c", RESET_SCRIPT, "crucible-reset", target], timeout=120
         )
         if code != 0:
             raise OSError(f"cannot reset {path}: {out.strip()[-300:]}")
@@ -175,10 +183,51 @@ class DockerGrading:
             return None
         return f"its main process ended: {ended(state)}"
 
-    async def changed_system_paths(self) -> list[str] | None:
+    async def system_changes(self) -> TamperRecord | None:
         try:
             diff = await self._call(self._api.diff, self.id)
         except Exception as e:  # a record, not a verdict: never fail a trial over it
             log.warning("container diff of %s failed: %s", self.name, e)
             return None
-        return system_changes(diff)
+        own = [self.spec.workdir, "/root", "/home", *([self.kit] if self.kit else [])]
+        entries = diff_entries(diff, own)
+        asked = 0
+        changes = []
+        for path, kind in entries:
+            exists = None
+            if kind == "added" and posixpath.dirname(path) in tamper.PATH_DIRS:
+                exists = await self._exists_map(path)
+            change = tamper.classify(path, kind, None, exists)
+            # The diff has no modes: asked of the engine (one call each, so capped) only
+            # where an exec bit decides it, a modified file its place does not mark as code.
+            if kind == "modified" and not change.code and asked < STAT_CAP:
+                asked += 1
+                change = tamper.classify(path, kind, await self._mode_of(path))
+            changes.append(change)
+        return tamper.record(changes)
+
+    async def _mode_of(self, path: str) -> int | None:
+        """The st_mode of a path in the container (the engine's stat, no content), or None."""
+        try:
+            res = await self._call(
+                self._api.head, self._api._url("/containers/{0}/archive", self.id),
+                params={"path": path},
+            )  # fmt: skip
+            raw = res.headers.get("X-Docker-Container-Path-Stat")
+            if res.status_code != 200 or not raw:
+                return None
+            go = int(json.loads(base64.b64decode(raw)).get("mode") or 0)
+        except Exception:
+            return None
+        if go & _MODE_DIR:
+            return stat.S_IFDIR | (go & 0o777)
+        if go & _MODE_SYMLINK:
+            return stat.S_IFLNK | (go & 0o777)
+        return stat.S_IFREG | (go & 0o777)
+
+    async def _exists_map(self, path: str) -> Callable[[str], bool]:
+        """For an added command: which same-named ones later on PATH the image holds."""
+        name = posixpath.basename(path)
+        later = tamper.PATH_DIRS[tamper.PATH_DIRS.index(posixpath.dirname(path)) + 1 :]
+        found = {f"{d}/{name}" for d in later if await self._mode_of(f"{d}/{name}") is not None}
+        return found.__contains__

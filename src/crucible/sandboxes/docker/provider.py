@@ -21,15 +21,17 @@ import logging
 import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from crucible.errors import ProviderUnavailable, ResourcesUnavailable, SandboxFailed
+from crucible.sandboxes import gradekit
 from crucible.sandboxes.base import Provider, ProviderCapabilities, SandboxSpec
 from crucible.sandboxes.docker import hostblock
 from crucible.sandboxes.docker.build import ImageCache, spec_image_key
 from crucible.sandboxes.docker.client import EngineClient
 from crucible.sandboxes.docker.compose import ComposeStack, MainOptions, start_timeout
-from crucible.sandboxes.docker.exec import KEEPER_CMD
+from crucible.sandboxes.docker.exec import KEEPER_CMD, KIT_MOUNT
 from crucible.sandboxes.docker.sandbox import DockerSandbox, sdk, short
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class DockerProvider(Provider):
         self._images: ImageCache | None = None
         self._info: dict[str, Any] | None = None
         self._storage_ok: bool | None = None  # None: not tried yet
+        self._kit: tuple[Path | None] | None = None  # None: not looked for yet
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -230,8 +233,11 @@ class DockerProvider(Provider):
             networking = api.create_networking_config({network: endpoint})
         shared = network.startswith("container:")  # a namespace that has its own host name
 
+        kit = await self._grading_kit()
+
         def host_config(storage: dict[str, str] | None) -> Any:
             return api.create_host_config(
+                binds={str(kit): {"bind": KIT_MOUNT, "mode": "ro"}} if kit else None,
                 init=True,
                 nano_cpus=int(spec.cpus * 1e9),
                 mem_limit=f"{spec.memory_mb}m",
@@ -282,7 +288,10 @@ class DockerProvider(Provider):
             raise SandboxFailed(f"lost the engine while creating a container: {short(e)}") from e
 
         engine = EngineClient(lambda: self._api, self._call, self._pool)
-        sandbox = DockerSandbox(engine, spec, cid, name, default_user=opts.user or image_user)
+        sandbox = DockerSandbox(
+            engine, spec, cid, name, default_user=opts.user or image_user,
+            kit=KIT_MOUNT if kit else None,
+        )  # fmt: skip
         try:
             from crucible.sandboxes.docker.files import dirs_tar
 
@@ -304,6 +313,19 @@ class DockerProvider(Provider):
                     f"could not block the host's addresses in the container: {short(e)}"
                 ) from e
         return sandbox
+
+    async def _grading_kit(self) -> Path | None:
+        """The host's grading kit (sandboxes/gradekit.py), bound read-only into every
+        container: only an engine on this machine (a unix socket) sees our paths. Without
+        it, grading and the kill sweep use the image's own shell (a weaker promise)."""
+        if self._kit is None:
+            kit = None
+            if self._where().startswith("unix://"):
+                kit = await asyncio.to_thread(gradekit.kit_dir, gradekit.default_base())
+            else:
+                log.warning("the engine is not on this machine: grading uses the image's shell")
+            self._kit = (kit,)
+        return self._kit[0]
 
     def _storage_supported(self) -> bool:
         if self._storage_ok is not None:

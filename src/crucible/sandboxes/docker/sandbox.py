@@ -68,8 +68,10 @@ class DockerSandbox(HostForwards, DockerGrading, Sandbox):
         cid: str,
         name: str,
         default_user: str = "",
+        kit: str | None = None,
     ) -> None:
         self.spec = spec
+        self.kit = kit  # where the grading kit is bound (exec.KIT_MOUNT), or None
         self.id = cid
         self.name = name
         self._engine = engine
@@ -247,7 +249,7 @@ class DockerSandbox(HostForwards, DockerGrading, Sandbox):
         return decode(out or b""), int(info.get("ExitCode") or 0)
 
     async def _kill(self, mode: str, marker: str = "") -> None:
-        argv = ["sh", "-c", KILL_SCRIPT, "crucible-kill", mode, marker]
+        argv = [*self._sh(), "-c", KILL_SCRIPT, "crucible-kill", mode, marker]
         try:
             _, code = await self._run_quiet(argv)
             if code == 0:

@@ -11,7 +11,10 @@ reads the upper layer afterwards to record which system paths were changed.
 The exec server (init.py) is the host's bash and dash, which the image may
 lack or have in another libc: they run from a read-only kit bound at KIT
 through the host's own dynamic loader, with the host's libraries. The loader
-copy is unreadable (mode 0111), so pid 1 stays non-dumpable as in host mode.
+copy is unreadable (mode 0111), so pid 1 stays non-dumpable as in host mode. That
+loader reads the sandbox's /etc/ld.so.preload, so an empty read-only one is bound there
+(the worker is restarted at grading). Grading's own commands come from GRADE, the static
+kit of sandboxes/gradekit.py, never from the image's PATH.
 Everything else (namespaces, capabilities, /proc, /dev, limits, the control
 dir) is host mode's: build_argv() builds both from the same pieces.
 
@@ -37,26 +40,30 @@ import re
 import secrets
 import shlex
 import shutil
-import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.errors import ProviderUnavailable, SandboxFailed, TaskInvalid
-from crucible.records.text import storable
+from crucible.records.tamper import TamperRecord
+from crucible.sandboxes import gradekit
+from crucible.sandboxes.local import layerdiff
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, bwrap_features, find_bwrap
 from crucible.sandboxes.local.images import Rootfs
 
 KIT = "/.crucible-host"  # the host's shells, loader and libraries, read-only
-SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc")
-CHANGED_CAP = 1000  # system paths recorded per sandbox
 ENTRYPOINT_LOG = "/var/log/crucible-entrypoint.log"
 # apt drops privileges to its _apt user to download, which a sandbox without capabilities
 # cannot do (uid 0 inside holds none): it downloads as root instead, so an agent can
 # `apt-get install` in its own layer as it could on docker. Read first, before the image's
 # own apt.conf.d, through APT_CONFIG.
 APT_CONF = 'APT::Sandbox::User "root";\n'
-KIT_VERSION = "2"  # bump when the kit's contents change
+KIT_VERSION = "3"  # bump when the kit's contents change
+GRADE = f"{KIT}/grade"  # crucible's static grading tools (sandboxes/gradekit.py), when the host has them
+# Bound read-only over the image's (an empty file): the loader of the exec server's kit
+# shells reads /etc/ld.so.preload of the sandbox's root, and the worker is restarted at
+# grading (kill_all ends it), so an agent that wrote one would be loaded into it.
+PRELOAD = "/etc/ld.so.preload"
 
 
 @functools.cache
@@ -129,6 +136,11 @@ def host_kit(runtime_dir: Path, bash: str) -> Path:
     os.chmod(tmp / "ld.so", 0o111)  # unreadable: pid 1 runs non-dumpable (see init.py)
     os.chmod(tmp / "lib", 0o555)
     (tmp / "apt.conf").write_text(APT_CONF)
+    (tmp / "empty").write_bytes(b"")
+    os.chmod(tmp / "empty", 0o444)
+    (tmp / "grade").mkdir()
+    if not gradekit.fill(tmp / "grade"):
+        os.rmdir(tmp / "grade")
     try:
         tmp.rename(dest)
     except OSError:  # made by another process meanwhile
@@ -287,7 +299,9 @@ class ImageMode:
         # The image's USER runs every command, as docker's default exec user does. It is
         # the one uid mapped, so the tree (the host's root's files) looks like its own.
         layout.uid, layout.gid, _ = self.user
-        layout.ro_binds = {**layout.ro_binds, KIT: str(self.kit)}
+        layout.ro_binds = {**layout.ro_binds, KIT: str(self.kit), PRELOAD: str(self.kit / "empty")}
+        if not os.path.lexists(self.rootfs.path / PRELOAD.lstrip("/")):
+            self.mount_points.append(PRELOAD)
         # Name resolution as in host mode; the image keeps the rest of its /etc.
         for name in ("hosts", *(("resolv.conf",) if layout.network else ())):
             if (etc_dir / name).exists():
@@ -295,6 +309,9 @@ class ImageMode:
                 if not os.path.lexists(self.rootfs.path / "etc" / name):
                     self.mount_points.append(f"/etc/{name}")  # bwrap makes it in the upper layer
         return layout
+
+    def grading_kit(self) -> str | None:
+        return GRADE if (self.kit / "grade").is_dir() else None
 
     def init_command(self) -> list[str]:
         return kit_command("bash")
@@ -310,48 +327,7 @@ class ImageMode:
         argv = shlex.join([*entry, "sh", "-c", "sleep infinity"])
         return f"{argv} </dev/null >{ENTRYPOINT_LOG} 2>&1 &\n"
 
-    def changed_system_paths(self) -> list[str]:
-        """Paths under the system dirs that the upper layer holds: written, created or
-        deleted (a whiteout) inside the sandbox. The layer is the sandbox's to shape, so
-        it is walked through directory fds (os.fwalk), never through a link."""
-        upper = self.layers / "upper"
-        skip = set(self.mount_points)
-        found: list[str] = []
-        for top in SYSTEM_DIRS:
-            base = upper / top
-            if not os.path.lexists(base):
-                continue
-            if base.is_symlink() or not base.is_dir():
-                found.append(f"/{top}")  # replaced or deleted as a whole
-                continue
-            for dirpath, dirnames, filenames, dirfd in os.fwalk(base, follow_symlinks=False):
-                rel = "/" + os.path.relpath(dirpath, upper)
-                if not _is_dir_below(self.rootfs.path, rel):
-                    found.append(rel)  # a directory the image did not have
-                links = [d for d in dirnames if stat.S_ISLNK(os.lstat(d, dir_fd=dirfd).st_mode)]
-                for name in filenames + links:
-                    path = f"{rel}/{name}"
-                    if path not in skip:
-                        found.append(path)
-                if len(found) >= CHANGED_CAP:
-                    return storable(sorted(found)[:CHANGED_CAP])
-        return storable(sorted(found))  # names the agent chose: not UTF-8, maybe
-
-
-def _is_dir_below(root: Path, rel: str) -> bool:
-    """Whether root/rel is a directory reached without following any link."""
-    flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
-    try:
-        fd = os.open(root, flags)
-    except OSError:
-        return False
-    try:
-        for name in [p for p in rel.split("/") if p]:
-            nxt = os.open(name, flags, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+    def system_changes(self, own: list[str]) -> TamperRecord:
+        """What the upper layer holds outside the agent's own places (layerdiff.py)."""
+        skip = {*self.mount_points, ENTRYPOINT_LOG}  # made by bwrap or crucible
+        return layerdiff.changes(self.layers / "upper", self.rootfs.path, own, skip)

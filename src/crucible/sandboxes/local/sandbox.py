@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crucible.errors import SandboxFailed
+from crucible.records.tamper import TamperRecord
 from crucible.sandboxes import netlink
 from crucible.sandboxes.base import Sandbox, SandboxSpec
 from crucible.sandboxes.forward import Forwards
@@ -245,12 +246,17 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         blocked = self._net.blocked if self._net is not None else []
         return await self._forwards.expose(self.init_pid, url, blocked)
 
-    async def changed_system_paths(self) -> list[str] | None:
-        """System paths (/bin /sbin /lib* /usr /etc) changed inside: in host mode they are
-        read-only binds, so none; in image mode, what the upper layer holds."""
+    async def system_changes(self) -> TamperRecord | None:
+        """In host mode, none: everything outside the agent's own places is a read-only
+        bind (or a tmpfs of its own). In image mode, what the upper layer holds."""
         if self.image is None:
-            return []
-        return await asyncio.to_thread(self.image.changed_system_paths)
+            return TamperRecord()
+        own = [self.workdir, self.base_env.get("HOME", "/root")]
+        return await asyncio.to_thread(self.image.system_changes, own)
+
+    def grading_kit(self) -> str | None:
+        # Host mode: PATH is the host's read-only /usr, crucible's own tools already.
+        return None if self.image is None else self.image.grading_kit()
 
     def _spawn(self, argv: list[str], pass_fds: list[int]) -> None:
         # posix_spawn (vfork+exec), not subprocess or asyncio's child watcher: a

@@ -1,0 +1,151 @@
+"""The changes an image-mode sandbox made, read from its overlay's upper layer (the
+sandbox's to shape, so never through a link) against the image's tree (its lower layer).
+
+A file in the upper layer is added, or modified when the image has one there; a whiteout
+(a 0/0 character device) is a removed file of the image; an opaque directory (made anew
+over the image's) is a modified one. Folders themselves are not changes (what they hold
+is). Classified by sandboxes/tamper.py.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from crucible.records.tamper import SystemChange, TamperRecord
+from crucible.sandboxes import tamper
+
+
+def changes(upper: Path, lower: Path, own: list[str], skip: set[str]) -> TamperRecord:
+    """What `upper` holds outside the agent's own places (`own`: its workdir and HOME;
+    tamper.OWN_PLACES), leaving out `skip` (mount points bwrap made, crucible's own files).
+    Walked through directory fds (os.fwalk), never through a link, and the image is looked
+    up the same way."""
+    found: list[SystemChange] = []
+    seen = 0
+    mine = tamper.places(own)
+
+    def in_image(path: str) -> bool:
+        return _lstat_below(lower, path) is not None
+
+    for dirpath, dirnames, filenames, dirfd in os.fwalk(upper, follow_symlinks=False):
+        relpath = os.path.relpath(dirpath, upper)
+        base = "" if relpath == "." else "/" + relpath
+        image_dir = _open_below(lower, base)  # the image's folder here, once per folder
+        try:
+            seen += _folder(
+                base, dirnames, filenames, dirfd, image_dir, mine, skip, in_image, found
+            )
+        finally:
+            if image_dir is not None:
+                os.close(image_dir)
+        if seen >= tamper.WALK_CAP:
+            return tamper.record(found, walk_cut=True)
+    return tamper.record(found)
+
+
+def _folder(
+    base: str,
+    dirnames: list[str],
+    filenames: list[str],
+    dirfd: int,
+    image_dir: int | None,
+    mine: Callable[[str], bool],
+    skip: set[str],
+    in_image: Callable[[str], bool],
+    found: list[SystemChange],
+) -> int:
+    """The changes of one folder of the upper layer (`image_dir`: the image's same folder,
+    None when it has none); prunes `dirnames` to the folders to walk. Returns entries seen."""
+
+    def image(name: str) -> os.stat_result | None:
+        if image_dir is None:
+            return None
+        try:
+            return os.lstat(name, dir_fd=image_dir)
+        except OSError:
+            return None
+
+    keep = []
+    for d in dirnames:
+        path = f"{base}/{d}"
+        if mine(path):
+            continue
+        st = os.lstat(d, dir_fd=dirfd)
+        if stat.S_ISLNK(st.st_mode):
+            filenames.append(d)  # a link where a directory was, or a new one
+            continue
+        keep.append(d)
+        was = image(d)
+        if was is not None and not stat.S_ISDIR(was.st_mode):
+            found.append(tamper.classify(path, "modified", was.st_mode))
+        elif was is not None and _opaque(dirfd, d):  # judged by its place
+            found.append(tamper.classify(path, "modified", None))
+    dirnames[:] = keep
+    for name in filenames:
+        path = f"{base}/{name}"
+        if path in skip or mine(path):
+            continue
+        st = os.lstat(name, dir_fd=dirfd)
+        was = image(name)
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # a whiteout
+            if was is not None:
+                found.append(tamper.classify(path, "removed", was.st_mode))
+        elif was is None:
+            found.append(tamper.classify(path, "added", st.st_mode, in_image))
+        else:
+            found.append(tamper.classify(path, "modified", st.st_mode))
+    return len(filenames) + len(dirnames)
+
+
+def _open_below(root: Path, rel: str) -> int | None:
+    """An O_PATH fd on root/rel, reached without following any link (None: no such folder)."""
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        fd = os.open(root, flags)
+    except OSError:
+        return None
+    try:
+        for name in [p for p in rel.split("/") if p]:
+            nxt = os.open(name, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _opaque(dirfd: int, name: str) -> bool:
+    """An overlay directory made anew over the image's (its old contents hidden)."""
+    for attr in ("user.overlay.opaque", "trusted.overlay.opaque"):
+        try:
+            if os.getxattr(f"/proc/self/fd/{dirfd}/{name}", attr, follow_symlinks=False) == b"y":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _lstat_below(root: Path, rel: str) -> os.stat_result | None:
+    """The lstat of root/rel, reached without following any link on the way (None: absent)."""
+    parts = [p for p in rel.split("/") if p]
+    if not parts:
+        return None
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
+    try:
+        fd = os.open(root, flags)
+    except OSError:
+        return None
+    try:
+        for name in parts[:-1]:
+            nxt = os.open(name, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return os.lstat(parts[-1], dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

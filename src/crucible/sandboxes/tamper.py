@@ -1,0 +1,107 @@
+"""Classifying what an attempt changed outside its own places (records/tamper.py has the
+record and the rule `--tampered zero` applies): which paths are left out, and whether a
+path is an executable, a library or an interpreter (or its modules), by its name, its
+place and its mode. Shared by every provider that can see a writable layer.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import stat as stat_mod
+from collections.abc import Callable, Iterable
+
+from crucible.records.tamper import ChangeKind, SystemChange, TamperRecord
+from crucible.records.text import storable_text
+
+CAP = 500  # changes kept per record
+WALK_CAP = 20000  # entries a walk of a layer visits at most
+# Where an agent is meant to write (its workdir and HOME are added per sandbox), and where
+# crucible itself writes while the record is taken (/tests, /logs: reset from the host).
+OWN_PLACES = ("/tmp", "/var/tmp", "/dev", "/proc", "/sys", "/run", "/logs", "/tests")
+PATH_DIRS = (
+    "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
+)  # fmt: skip
+_BIN = re.compile(r"(^|/)s?bin/")
+_LIB = re.compile(r"^(/usr(/local)?)?/lib(32|64|x32)?/|^/opt/.*/lib(32|64)?/")
+_SO = re.compile(r"\.so(\.[0-9.]+)?$|^ld-(linux|musl).*")
+_INTERP_NAME = re.compile(
+    r"^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|bash|sh|dash|ash|zsh|"
+    r"ksh|mksh|busybox|env|php[0-9.]*|lua[0-9.]*|R|Rscript|java|tclsh[0-9.]*)$"
+)
+_MODULE_DIRS = re.compile(
+    r"/(site-packages|dist-packages|node_modules|perl5?|python[0-9.]+|ruby|gems)/"
+)
+_MODULE_EXT = (".py", ".pyc", ".pth", ".pl", ".pm", ".rb", ".js", ".mjs", ".cjs", ".sh")
+_HOOKS = ("sitecustomize.py", "usercustomize.py")  # and every *.pth
+_LOADER_CONF = re.compile(r"^/etc/ld\.so\.(preload|conf|cache)$|^/etc/ld\.so\.conf\.d/")
+
+
+def below(path: str, tops: Iterable[str]) -> bool:
+    tops = [t.rstrip("/") for t in tops if t]
+    return path in tops or path.startswith(tuple(t + "/" for t in tops))
+
+
+def left_out(path: str, own: Iterable[str]) -> bool:
+    """A path in the agent's own places (or crucible's), never recorded."""
+    return places(own)(path)
+
+
+def places(own: Iterable[str]) -> Callable[[str], bool]:
+    """`left_out` with its prefixes made once, for a walk of many paths."""
+    tops = {t.rstrip("/") for t in (*OWN_PLACES, *own) if t and t != "/"}
+    prefixes = tuple(t + "/" for t in tops)
+    return lambda path: path in tops or path.startswith(prefixes)
+
+
+def classify(
+    path: str,
+    kind: ChangeKind,
+    mode: int | None,
+    exists_in_image: Callable[[str], bool] | None = None,
+) -> SystemChange:
+    """One change, marked. `mode`: the file's st_mode where known (the new file's, or the
+    image's for a removed one). `exists_in_image(path)`: whether the image holds a file
+    there (for an added command that may shadow one); None: cannot tell (not marked)."""
+    name = posixpath.basename(path)
+    is_file = mode is None or not stat_mod.S_ISDIR(mode)
+    executable = is_file and (
+        bool(_BIN.search(path))
+        or (mode is not None and stat_mod.S_ISREG(mode) and mode & 0o111 != 0)
+    )
+    library = is_file and (
+        bool(_SO.search(name)) or bool(_LIB.search(path)) or bool(_LOADER_CONF.search(path))
+    )
+    interpreter = is_file and (
+        (executable and bool(_INTERP_NAME.match(name)))
+        or bool(_MODULE_DIRS.search(path))
+        or name.endswith(_MODULE_EXT)
+    )
+    shadows = False
+    if kind == "added" and is_file:
+        if path == "/etc/ld.so.preload" or name in _HOOKS or name.endswith(".pth"):
+            shadows = True
+        elif exists_in_image is not None and posixpath.dirname(path) in PATH_DIRS:
+            later = PATH_DIRS[PATH_DIRS.index(posixpath.dirname(path)) + 1 :]
+            shadows = any(exists_in_image(f"{d}/{name}") for d in later)
+    return SystemChange.model_construct(  # every field is set here: nothing to validate
+        path=path,
+        kind=kind,
+        executable=executable,
+        library=library,
+        interpreter=interpreter,
+        shadows=shadows,
+    )
+
+
+def record(changes: list[SystemChange], *, walk_cut: bool = False) -> TamperRecord:
+    """The record: sorted by path (those grading could run first, so a cut keeps them)."""
+    changes.sort(key=lambda c: (not c.reaches_grading, c.path))
+    # Paths are names the agent chose (not UTF-8, maybe): storable from here on (class 8).
+    kept = sorted(
+        (c.model_copy(update={"path": storable_text(c.path)}) for c in changes[:CAP]),
+        key=lambda c: c.path,
+    )
+    return TamperRecord(
+        changes=kept, n_total=len(changes), truncated=walk_cut or len(changes) > CAP
+    )
