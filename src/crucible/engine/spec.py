@@ -73,5 +73,6 @@ def build_spec(plan: TrialPlan, agent: Agent, params: dict[str, str] | None = No
         allowed_hosts=list(env_cfg.allowed_hosts),
         env=dict(env_cfg.env),
         build_timeout_sec=env_cfg.build_timeout_sec,
+        build_network=task.build_network,
         params=dict(params or {}),
     )
