@@ -7,7 +7,8 @@ marker at a host path the test chose, (b) reads a secret file the test planted a
 it back to be stored in the image and printed in the build log, (c) sees and signals a
 host process the test started, and (d) connects to a listener the test opened on the
 host's 127.0.0.1 (in the build's own namespace when isolated: 127.0.0.1 is then its own).
-Each result is one line in the build log, `ATTACK <what> <yes|no>`.
+Each result is one line, `ATTACK <what> <yes|no>`, in the build log and in the image's
+/attack-report.txt; what it read is in the image's /leaked.txt.
 """
 
 from __future__ import annotations
@@ -44,7 +45,12 @@ close $wr;
 my $report = <$rd>; my $leak = do { local $/; <$rd> } // "";
 waitpid($child, 0);
 my %r = $report =~ /(\w+)=(\d)/g;
-printf "ATTACK %s %s\n", $_, ($r{$_} ? "yes" : "no") for qw(wrote saw signalled connected);
+open(my $rep, ">", "/attack-report.txt") or die;
+for my $k (qw(wrote saw signalled connected)) {
+    my $line = sprintf "ATTACK %s %s\n", $k, ($r{$k} ? "yes" : "no");
+    print $line; print $rep $line;
+}
+close $rep;
 print "LEAKED:$leak\n" if length $leak;
 open(my $o, ">", "/leaked.txt") or die; print $o $leak; close $o;
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -30,6 +31,8 @@ from tests.sandboxes.build_attack import (
 from crucible.errors import TaskInvalid
 from crucible.sandboxes.base import NetworkMode, SandboxSpec
 from crucible.sandboxes.docker.build import env_tag
+from crucible.sandboxes.local import builduser
+from crucible.sandboxes.local.buildiso import BUILD_ID_COUNT, BUILD_UID_BASE
 from crucible.sandboxes.local.images import ImageStore, RootfsCache
 from crucible.tasks.loader import tree_digest
 
@@ -103,8 +106,11 @@ async def test_build_steps_have_their_own_ids_namespaces_and_network(
         "mkdir /owned && chown 1234:4321 /owned\n"
     )
     tree, log = await _build(tmp_path, _env(tmp_path, dockerfile), "none")
-    uid_map = next(line.split() for line in log.splitlines() if line.split()[:1] == ["0"])
-    assert uid_map[0] == "0" and int(uid_map[1]) >= 65536, uid_map  # never host root
+    # uid 0 inside is the unprivileged build user; every other id is in its range.
+    rows = [ln.split() for ln in log.splitlines() if re.fullmatch(r"\s*\d+\s+\d+\s+\d+", ln)]
+    user = builduser.require_user()
+    assert rows == [["0", str(user.uid), "1"], ["1", str(BUILD_UID_BASE), str(BUILD_ID_COUNT)]]
+    assert user.uid != 0
     assert int(next(ln for ln in log.splitlines() if ln.startswith("PIDS")).split()[1]) < 10
     assert _ifaces(log) == ["lo"], log[-2000:]
     st = os.stat(tree / "owned")

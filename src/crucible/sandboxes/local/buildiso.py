@@ -2,33 +2,33 @@
 
 A task author is as untrusted as an agent. With `--isolation chroot` run by root, a RUN
 step was the host's root in the host's pid and network namespaces, and a double chroot
-reached the host's `/`. Here, when crucible runs as root:
+reached the host's `/`. Now, when crucible runs as root:
 
+- Buildah runs rootless, as the dedicated unprivileged user BUILD_USER (builduser.py),
+  with its own storage: the steps' uid 0 is that user's uid, ids 1..65536 are the
+  subordinate range BUILD_UID_BASE.. (/etc/subuid), far from login users and from the
+  sandboxes' ranges (hostuid.py). A step's capabilities are its user namespace's, none
+  over the host; it cannot read what that user cannot (/root, pytest's 0700 folders).
 - Every RUN step runs in an OCI container (`--isolation oci`, runc or crun): its own
   user, pid, mount, ipc and uts namespaces, and a root made with pivot_root, so there is
-  no outer root to chroot back to. Its uid 0 is host uid BUILD_UID_BASE, and its whole
-  id space is the unprivileged range BUILD_UID_BASE..+BUILD_ID_COUNT, far from every
-  login user and from the sandboxes' ranges (hostuid.py): its capabilities are its own
-  namespace's, none over the host.
-- The whole `buildah build` (also what it fetches itself: `ADD <url>`) runs in a network
-  namespace of its own. Without network it has none at all (RUN steps get
-  `--network none`); with network, slirp4netns gives it a user-mode route out that
-  refuses the host's loopback (`--disable-host-loopback`), and RUN steps share it.
-- `RUN --mount` is refused: this Buildah (1.28, Debian 12) lets a bind mount whose
-  source is a link reach the host's whole tree (CVE-2024-1753), and a cache mount's
-  source name a host path (CVE-2024-9675), whatever the isolation.
+  no outer root to chroot back to.
+- The whole build (also what Buildah fetches itself: `ADD <url>`) runs in a network
+  namespace of its own, made here as root before Buildah starts. Without network it has
+  none (RUN steps get `--network none`); with network, slirp4netns gives it a user-mode
+  route out that refuses the host's loopback (`--disable-host-loopback`), and RUN steps
+  share it.
+- `RUN --mount` is refused: this Buildah (1.28, Debian 12) lets a bind mount whose source
+  is a stage's link reach the host's whole tree (CVE-2024-1753), and a cache mount's
+  source name a host path (CVE-2024-9675).
 
-Buildah 1.28's overlay storage, when it maps a container's ids with idmapped lower
-layers, commits the files a step created with their host ids (uid 0 inside becomes
-BUILD_UID_BASE in the image). So builds use a runroot of their own (BUILD_RUNROOT) in
-which that kernel feature is recorded as absent: the base image's layer is then copied
-once, chowned to the range, and commits give the image's real owners. Images and
-layers stay in the one graphroot, so exports and `FROM` see the same store.
+Why not rootful Buildah with `--userns-uid-map`: its storage (containers/storage 1.43)
+commits a step's files with their host ids when it maps with idmapped mounts, and drops
+the kernel's whiteouts (owned by the host's root, outside the map) when it does not, so
+deleted files came back. Rootless storage has neither problem.
 
-Run as another user, Buildah is rootless: its steps are already in that user's user
-namespace, and `--isolation oci` adds the pid and mount namespaces (`describe` says
-what is weaker there). The isolation of the Docker engine's builds is described by
-`docker_isolation`.
+Run by another user, Buildah is that user's rootless Buildah, with `--isolation oci`
+(`describe_buildah` says what is weaker there). The Docker engine's builds are described
+by `docker_isolation`.
 """
 
 from __future__ import annotations
@@ -47,13 +47,10 @@ from pydantic import BaseModel
 
 from crucible.errors import SandboxFailed, TaskInvalid
 
-# Host ids of the build containers: 64 Ki ids from 0x1800_0000, below hostuid.IMAGE_UID
-# (0x1FFF_FFFF) and the slot range above it, and far above /etc/subuid's usual blocks.
+# The subordinate ids of the build user (/etc/subuid, set up by scripts/setup-images.sh):
+# 64 Ki ids from 0x1800_0000, below hostuid.IMAGE_UID (0x1FFF_FFFF) and the slot range.
 BUILD_UID_BASE = 0x1800_0000
 BUILD_ID_COUNT = 65536
-BUILD_RUNROOT = Path("/run/crucible/buildah")
-# The storage driver's cached probe: present, the driver never uses idmapped lowers here.
-NO_IDMAP_MARK = "overlay/idmapped-lower-dir-false"
 SLIRP_GATEWAY_DNS = "10.0.2.3"
 
 _CONTINUATION = re.compile(r"[\\`][ \t]*\r?\n")
@@ -105,18 +102,6 @@ def _runtime() -> str:
     return ""
 
 
-def _prepare_runroot() -> None:
-    mark = BUILD_RUNROOT / NO_IDMAP_MARK
-    if mark.exists():
-        return
-    mark.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(BUILD_RUNROOT, 0o700)
-    # A stale "true" from another tool would win over ours (the driver reads it first).
-    with contextlib.suppress(FileNotFoundError):
-        (mark.parent / "idmapped-lower-dir-true").unlink()
-    mark.touch()
-
-
 def _dns_args() -> list[str]:
     """A nameserver the build's namespace can reach: the host's own, unless it is on the
     host's loopback (systemd-resolved's stub), which is out of reach by design."""
@@ -134,21 +119,11 @@ def _dns_args() -> list[str]:
     return ["--dns", SLIRP_GATEWAY_DNS]
 
 
-def build_argv(buildah: str, network: bool) -> list[str]:
-    """`buildah [global] build [isolation options]`, the caller adds the rest."""
+def build_options(network: bool) -> list[str]:
+    """The isolation options of `buildah build` (the caller adds the rest)."""
+    argv = ["--isolation", "oci"]
     if not rootful():
-        return [
-            buildah,
-            "build",
-            "--isolation",
-            "oci",
-            "--network",
-            "private" if network else "none",
-        ]
-    _prepare_runroot()
-    ids = f"0:{BUILD_UID_BASE}:{BUILD_ID_COUNT}"
-    argv = [buildah, "--runroot", str(BUILD_RUNROOT), "build", "--isolation", "oci"]
-    argv += ["--userns-uid-map", ids, "--userns-gid-map", ids]
+        return [*argv, "--network", "private" if network else "none"]
     # With network, RUN steps share the build's own namespace (slirp4netns); without, none.
     argv += ["--network", "host", *_dns_args()] if network else ["--network", "none"]
     if _runtime():
@@ -156,15 +131,17 @@ def build_argv(buildah: str, network: bool) -> list[str]:
     return argv
 
 
-async def run_build(argv: list[str], network: bool, log: Path, timeout: float) -> int:
-    """Run a `build_argv` command in a network namespace of its own; its exit status.
+async def run_build(
+    argv: list[str], network: bool, log: Path, timeout: float, env: dict[str, str] | None = None
+) -> int:
+    """Run a build command in a network namespace of its own; its exit status.
 
     The wrapper shell signals on fd 3 once `unshare` has made the namespace, and waits on
     stdin: slirp4netns (with network) is attached to that pid only after the signal, so it
     can never configure the host's namespace, and buildah starts only once the route is up.
     """
     if not rootful():
-        return await _exec(argv, log, timeout)
+        return await _exec(argv, log, timeout, env)
     unshare, slirp = shutil.which("unshare"), shutil.which("slirp4netns")
     if unshare is None or (network and slirp is None):
         missing = "unshare (util-linux)" if unshare is None else "slirp4netns"
@@ -180,7 +157,7 @@ async def run_build(argv: list[str], network: bool, log: Path, timeout: float) -
                 stdin=asyncio.subprocess.PIPE, stdout=fh, stderr=asyncio.subprocess.STDOUT,
                 # fd 3 of the wrapper is the signal pipe (kept open through exec: 3 is
                 # in pass_fds, and the dup2 onto it runs before the other fds are closed)
-                pass_fds=(3, ready_w), start_new_session=True,
+                pass_fds=(3, ready_w), start_new_session=True, env=env,
                 preexec_fn=functools.partial(os.dup2, ready_w, 3),
             )  # fmt: skip
         finally:
@@ -240,11 +217,11 @@ async def _slirp(slirp: str, pid: int, fh: Any) -> asyncio.subprocess.Process:
     return helper
 
 
-async def _exec(argv: list[str], log: Path, timeout: float) -> int:
+async def _exec(argv: list[str], log: Path, timeout: float, env: dict[str, str] | None) -> int:
     with log.open("ab") as fh:
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=fh,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=env,
         )  # fmt: skip
         try:
             await asyncio.wait_for(proc.wait(), timeout)
@@ -261,27 +238,42 @@ def _netns(pid: int) -> str:
 
 
 def describe_buildah() -> BuildIsolation:
+    from crucible.sandboxes.local import builduser
+
     runtime = _runtime() or "no OCI runtime found (install crun or runc)"
     if rootful():
+        user = builduser.find_user()
+        missing = [
+            what
+            for what, ok in (
+                (f"the {builduser.BUILD_USER} user with /etc/subuid ids", user is not None),
+                ("crun or runc", bool(_runtime())),
+                ("slirp4netns", shutil.which("slirp4netns") is not None),
+                ("newuidmap (uidmap)", shutil.which("newuidmap") is not None),
+            )
+            if not ok
+        ]
         return BuildIsolation(
             path="local buildah",
-            isolation=f"OCI container ({runtime}): own user, pid, mount, ipc, uts namespaces, "
-            "pivot_root, seccomp; RUN --mount refused",
-            user=f"root inside is host uid {BUILD_UID_BASE} (range of {BUILD_ID_COUNT})",
+            isolation=f"rootless OCI container ({runtime}): own user, pid, mount, ipc, uts "
+            "namespaces, pivot_root, seccomp; RUN --mount refused",
+            user=f"root inside is host uid {user.uid if user else '?'} ({builduser.BUILD_USER}); "
+            f"other ids {BUILD_UID_BASE}+{BUILD_ID_COUNT}",
             network="own namespace: none, or slirp4netns without the host's loopback when "
             "the task has network",
-            weaker_than_container=not _runtime() or shutil.which("slirp4netns") is None,
-            warning="" if _runtime() and shutil.which("slirp4netns") else
-            "missing crun/runc or slirp4netns: run scripts/setup-images.sh",
-        )  # fmt: skip
+            weaker_than_container=bool(missing),
+            warning=f"builds cannot run: missing {', '.join(missing)}; run scripts/setup-images.sh"
+            if missing
+            else "",
+        )
     return BuildIsolation(
         path="local buildah",
         isolation=f"rootless OCI container ({runtime}) in this user's user namespace",
-        user=f"root inside is host uid {os.geteuid()} (rootless)",
+        user=f"root inside is host uid {os.geteuid()} (this user)",
         network="RUN steps: none or slirp4netns; Buildah's own fetches (ADD <url>) use the "
         "host's network",
         weaker_than_container=True,
-        warning="rootless: `ADD <url>` is fetched from the host's network namespace",
+        warning="run by a user: `ADD <url>` is fetched from the host's network namespace",
     )
 
 
@@ -303,7 +295,8 @@ def docker_isolation(api: Any, path: str) -> BuildIsolation:
         user="root inside is remapped (userns-remap)"
         if remapped
         else "root inside is host uid 0 with the container's capabilities (no userns-remap)",
-        network="own namespace: none, or the engine's bridge when the task has network",
+        network="own namespace: none, or the engine's default bridge when the task has "
+        "network (never the host's loopback; the host's other addresses are routable)",
         weaker_than_container=False,
         warning=""
         if remapped

@@ -146,15 +146,41 @@ class Buildah(ImageTool):
     async def build(
         self, context: Path, tag: str, log: Path, timeout: float, network: bool = False
     ) -> str:
-        from crucible.sandboxes.local import buildiso
+        from crucible.sandboxes.local import buildiso, builduser
 
         dockerfile = context / "Dockerfile"
         buildiso.refuse_host_mounts(dockerfile)
-        iid = log.with_suffix(".iid")
-        argv = [*buildiso.build_argv(self.path, network), "--pull-never", "--layers"]
-        argv += ["-f", str(dockerfile), "-t", tag, "--iidfile", str(iid), str(context)]
+        if not buildiso.rootful():  # this user's own rootless Buildah and storage
+            return await self._build(context, tag, log, timeout, network, None, None)
+        user = builduser.require_user()
+        stage = builduser.Stage(user)
         try:
-            rc = await buildiso.run_build(argv, network, log, timeout)
+            ctx = await asyncio.to_thread(stage.context, context)
+            await builduser.hand_bases(stage, self.path, dockerfile.read_text(errors="replace"))
+            image_id = await self._build(ctx, tag, log, timeout, network, user, stage.root)
+            await builduser.hand_back(stage, self.path, image_id, tag)
+            return image_id
+        finally:
+            await asyncio.to_thread(stage.close)
+
+    async def _build(
+        self,
+        context: Path,
+        tag: str,
+        log: Path,
+        timeout: float,
+        network: bool,
+        user: Any,
+        scratch: Path | None,
+    ) -> str:
+        from crucible.sandboxes.local import buildiso
+
+        iid = (scratch / "iid") if scratch is not None else log.with_suffix(".iid")
+        argv = [*(user.prefix() if user else []), self.path, "build"]
+        argv += [*buildiso.build_options(network), "--pull-never", "--layers"]
+        argv += ["-f", str(context / "Dockerfile"), "-t", tag, "--iidfile", str(iid), str(context)]
+        try:
+            rc = await buildiso.run_build(argv, network, log, timeout, user.env() if user else None)
         except TimeoutError:
             raise build_failed(
                 f"the build took more than {timeout:g}s (build_timeout_sec)", log
