@@ -109,11 +109,33 @@ def _chown_tree(root: Path, user: BuildUser) -> None:
             os.lchown(os.path.join(dirpath, name), user.uid, user.gid)
 
 
+STORAGE_CONF = BUILD_HOME / ".config" / "containers" / "storage.conf"
+# Rootless storage defaults to vfs here (a full copy of the tree per layer: a one-step
+# build took ~30 s); the kernel's overlay in a user namespace is native since Linux 5.13.
+STORAGE_CONF_TEXT = '[storage]\ndriver = "overlay"\n'
+
+
+def _ensure_storage(user: BuildUser) -> None:
+    """Blocking: the user's storage is overlay; storage made before with another driver
+    (it is only this cache) is removed first, since the driver refuses to switch."""
+    try:
+        if STORAGE_CONF.read_text() == STORAGE_CONF_TEXT:
+            return
+    except OSError:
+        pass
+    shutil.rmtree(BUILD_HOME / ".local" / "share" / "containers", ignore_errors=True)
+    STORAGE_CONF.parent.mkdir(parents=True, exist_ok=True)
+    STORAGE_CONF.write_text(STORAGE_CONF_TEXT)
+    for d in (BUILD_HOME / ".config", STORAGE_CONF.parent, STORAGE_CONF):
+        os.lchown(d, user.uid, user.gid)
+
+
 class Stage:
     """One build's folder under BUILD_HOME, the user's; removed by `close`."""
 
     def __init__(self, user: BuildUser) -> None:
         self.user = user
+        _ensure_storage(user)
         user.runtime_dir.mkdir(parents=True, exist_ok=True)
         os.chown(user.runtime_dir, user.uid, user.gid)
         os.chmod(user.runtime_dir, 0o700)
