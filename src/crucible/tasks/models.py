@@ -353,18 +353,14 @@ class Task(BaseModel):
 
     @property
     def build_network(self) -> bool | None:
-        """True when the task asks for network to build its image alone
-        (`[metadata.crucible] build_network = true`: packages installed by a RUN step of a
-        task whose agent runs offline); None leaves it to the environment's network."""
+        """True when the task asks for network to build its image alone (`[metadata.crucible]
+        build_network = true`); None leaves it to the environment's network."""
         own = self.metadata.get("crucible")
         return True if isinstance(own, dict) and own.get("build_network") is True else None
 
     def without_network(self) -> Task:
-        """This task with every phase locked to no network (a job's `--no-network`), and
-        its image built without network too.
-
-        The digest is unchanged: the task's files are the same, only the job's policy differs.
-        """
+        """This task with every phase, and its image's build, locked to no network (a job's
+        `--no-network`). The digest is unchanged: only the job's policy differs."""
         none: dict[str, Any] = {"network_mode": NetworkMode.no_network, "allowed_hosts": []}
         cfg = self.config
         verifier_env = cfg.verifier.environment
@@ -398,6 +394,6 @@ class Task(BaseModel):
 
 def _without_build_network(metadata: dict[str, Any]) -> dict[str, Any]:
     own = metadata.get("crucible")
-    if not isinstance(own, dict) or "build_network" not in own:
-        return metadata
-    return {**metadata, "crucible": {k: v for k, v in own.items() if k != "build_network"}}
+    if isinstance(own, dict):
+        return {**metadata, "crucible": {k: v for k, v in own.items() if k != "build_network"}}
+    return metadata
