@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Give this machine what image-backed `local` sandboxes need: Buildah (daemonless; builds
-# each task's environment/Dockerfile) and crucible's Debian base image in Buildah's storage;
-# and what every `local` sandbox with network needs: slirp4netns (its user-mode route out,
-# from its own network namespace) and iproute2 (`ip`, for the routes it sets there).
+# each task's environment/Dockerfile, rootless as the user crucible-build, in a network
+# namespace of its own) and crucible's Debian base image in Buildah's storage; and what
+# every `local` sandbox with network needs: slirp4netns (its user-mode route out, from
+# its own network namespace) and iproute2 (`ip`, for the routes it sets there).
 #
 # Idempotent and quiet: installs buildah from Debian if it is missing, and imports
 # debian:bookworm-slim from the debootstrap tarball that setup-docker.sh caches, else from a
@@ -75,6 +76,34 @@ if [ ! -x /bin/bash-static ] || [ ! -x /bin/busybox ] || ldd /bin/busybox >/dev/
     say "installing bash-static and busybox-static (the grading kit)"
     apt_install bash-static busybox-static
 fi
+
+# 1c. What isolated builds need (src/crucible/sandboxes/local/buildiso.py): an OCI runtime,
+# newuidmap for rootless Buildah's user namespace (slirp4netns, for a build with network, is
+# step 0's).
+need=()
+command -v runc >/dev/null 2>&1 || command -v crun >/dev/null 2>&1 || need+=(crun)
+command -v newuidmap >/dev/null 2>&1 || need+=(uidmap)
+if [ "${#need[@]}" -gt 0 ]; then say "installing ${need[*]}"; apt_install "${need[@]}"; fi
+
+# 1d. The unprivileged user crucible (run as root) builds task images as
+# (src/crucible/sandboxes/local/builduser.py), with 64 Ki subordinate ids of its own from
+# 0x18000000 (buildiso.BUILD_UID_BASE): a build step's root is that user, never the host's.
+BUILD_USER=crucible-build
+BUILD_HOME=/var/lib/crucible/build
+BUILD_IDS=402653184:65536
+if ! id -u "$BUILD_USER" >/dev/null 2>&1; then
+    say "adding the build user $BUILD_USER"
+    $SUDO useradd --system --user-group --no-create-home --home-dir "$BUILD_HOME" \
+        --shell /usr/sbin/nologin "$BUILD_USER"
+fi
+$SUDO mkdir -p "$BUILD_HOME"
+$SUDO chown "$BUILD_USER:$BUILD_USER" "$BUILD_HOME"
+$SUDO chmod 700 "$BUILD_HOME"
+for table in /etc/subuid /etc/subgid; do
+    if ! $SUDO grep -qs "^$BUILD_USER:" "$table"; then
+        echo "$BUILD_USER:$BUILD_IDS" | $SUDO tee -a "$table" >/dev/null
+    fi
+done
 
 # 2. The base image, under the name Dockerfiles use (FROM debian:bookworm-slim), in the
 # storage of the user who runs crucible (this script's user: not through sudo).

@@ -34,6 +34,7 @@ REQUIRED = {
     "background_process_persists",
     "upload_download_roundtrip",
     "unicode_and_binary",
+    "build_steps_isolated",
 }
 
 

@@ -175,6 +175,24 @@ def _docker() -> dict[str, Any]:
     return out
 
 
+def _builds() -> list[dict[str, Any]]:
+    """Which isolation a task's Dockerfile build gets on each path that builds here."""
+    from crucible.sandboxes.local import buildiso
+    from crucible.sandboxes.local.imagetools import Docker, find_tools
+
+    out: list[dict[str, Any]] = []
+    tools = find_tools()
+    names = [t.name for t in tools]
+    if "buildah" in names:
+        out.append(buildiso.describe_buildah().model_dump())
+    api = next((t.api for t in tools if isinstance(t, Docker)), None)
+    if api is not None:
+        fallback = "local docker fallback" + ("" if names == ["docker"] else " (after buildah)")
+        for path in (fallback, "docker provider"):
+            out.append(buildiso.docker_isolation(api, path).model_dump())
+    return out
+
+
 def _modal() -> dict[str, Any]:
     out: dict[str, Any] = {"sdk": importlib.util.find_spec("modal") is not None}
     env_creds = bool(os.environ.get("MODAL_TOKEN_ID") and os.environ.get("MODAL_TOKEN_SECRET"))
@@ -209,8 +227,15 @@ def _gpus() -> dict[str, Any]:
 
 
 def doctor(as_json: bool = JsonOpt) -> None:
-    """Say which providers can run here: bubblewrap, namespaces, cgroups or rlimits, Docker, Modal, GPUs."""
-    report = {"local": _local(), "docker": _docker(), "modal": _modal(), "gpus": _gpus()}
+    """Say which providers can run here: bubblewrap, namespaces, cgroups or rlimits, Docker,
+    the isolation each image build path gives a task's RUN steps, Modal, GPUs."""
+    report: dict[str, Any] = {
+        "local": _local(),
+        "docker": _docker(),
+        "builds": _builds(),
+        "modal": _modal(),
+        "gpus": _gpus(),
+    }
     if as_json:
         print_json(report)
         return
@@ -277,6 +302,15 @@ def doctor(as_json: bool = JsonOpt) -> None:
         if dk.get("ok")
         else escape(f"{dk.get('problem')}; {dk.get('hint')}"),
     )
+    for b in report["builds"]:
+        table.add_row(
+            f"builds: {b['path']}",
+            "[yellow]weaker than a container[/]"
+            if b["weaker_than_container"]
+            else ("[yellow]warning[/]" if b["warning"] else "[green]ok[/]"),
+            escape(f"{b['isolation']}; {b['user']}; network: {b['network']}")
+            + (f"; [yellow]{escape(b['warning'])}[/]" if b["warning"] else ""),
+        )
     md = report["modal"]
     table.add_row(
         "modal",

@@ -115,6 +115,7 @@ def verifier_spec(
         allowed_hosts=list(hosts),
         env=dict(env.env),
         build_timeout_sec=env.build_timeout_sec,
+        build_network=task.build_network,
         params=dict(params or {}),
     )
 

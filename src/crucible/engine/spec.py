@@ -76,5 +76,6 @@ def build_spec(plan: TrialPlan, agent: Agent, params: dict[str, str] | None = No
         env=dict(env_cfg.env),
         host_env=dict(task.host_env),
         build_timeout_sec=env_cfg.build_timeout_sec,
+        build_network=task.build_network,
         params=dict(params or {}),
     )

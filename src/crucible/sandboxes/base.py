@@ -50,7 +50,15 @@ class SandboxSpec(BaseModel):
     # The allowed host variables the task read (tasks/hostvars.py), for its compose file.
     host_env: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
     build_timeout_sec: float = 600.0
+    # Whether the image's build steps reach a network: None follows `network` ("public"
+    # only); True when the task asks for it to build alone ([metadata.crucible]
+    # build_network), which a job's --no-network clears.
+    build_network: bool | None = None
     params: dict[str, str] = Field(default_factory=dict)  # provider-specific (--env-param)
+
+    @property
+    def builds_with_network(self) -> bool:
+        return self.network == "public" if self.build_network is None else self.build_network
 
 
 def refuse_compose(spec: SandboxSpec, provider: str) -> None:

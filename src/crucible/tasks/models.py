@@ -354,11 +354,16 @@ class Task(BaseModel):
     def step_dir(self, name: str) -> Path:
         return self.path / "steps" / name
 
-    def without_network(self) -> Task:
-        """This task with every phase locked to no network (a job's `--no-network`).
+    @property
+    def build_network(self) -> bool | None:
+        """True when the task asks for network to build its image alone (`[metadata.crucible]
+        build_network = true`); None leaves it to the environment's network."""
+        own = self.metadata.get("crucible")
+        return True if isinstance(own, dict) and own.get("build_network") is True else None
 
-        The digest is unchanged: the task's files are the same, only the job's policy differs.
-        """
+    def without_network(self) -> Task:
+        """This task with every phase, and its image's build, locked to no network (a job's
+        `--no-network`). The digest is unchanged: only the job's policy differs."""
         none: dict[str, Any] = {"network_mode": NetworkMode.no_network, "allowed_hosts": []}
         cfg = self.config
         verifier_env = cfg.verifier.environment
@@ -384,6 +389,14 @@ class Task(BaseModel):
                     }
                 ),
                 "steps": steps if cfg.steps is not None else None,
+                "metadata": _without_build_network(cfg.metadata),
             }
         )
         return self.model_copy(update={"config": locked})
+
+
+def _without_build_network(metadata: dict[str, Any]) -> dict[str, Any]:
+    own = metadata.get("crucible")
+    if isinstance(own, dict):
+        return {**metadata, "crucible": {k: v for k, v in own.items() if k != "build_network"}}
+    return metadata

@@ -6,6 +6,7 @@
 # register themselves with `@check`.
 
 from crucible.sandboxes.conformance import (  # noqa: F401  (registration)
+    builds,
     collection,
     exec_limits,
     grading,

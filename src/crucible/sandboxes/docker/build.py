@@ -78,20 +78,23 @@ class ImageCache:
             return await self.image(key[1])
         assert spec.dockerfile_dir is not None
         context, timeout = spec.dockerfile_dir, spec.build_timeout_sec
-        return await self._once(key, lambda: self._ensure_built(key[1], context, timeout))
+        net = spec.builds_with_network
+        return await self._once(key, lambda: self._ensure_built(key[1], context, timeout, net))
 
     async def image(self, ref: str) -> str:
         """A prebuilt image, pulled once if the engine lacks it."""
         return await self._once(("image", ref), lambda: self._ensure_pulled(ref))
 
-    async def built(self, build: Build, timeout: float) -> str:
-        """A compose service's image, built once per content (context, Dockerfile, args)."""
+    async def built(self, build: Build, timeout: float, network: bool = False) -> str:
+        """A compose service's image, built once per content (context, Dockerfile, args);
+        its steps reach a network only when the task allows it."""
         from crucible.tasks.loader import tree_digest
 
         recipe = json.dumps([build.dockerfile, sorted(build.args.items()), build.target])
         digest = hashlib.sha256(f"{tree_digest(build.context)}\0{recipe}".encode()).hexdigest()
         return await self._once(
-            ("build", digest), lambda: self._ensure_built(digest, build.context, timeout, build)
+            ("build", digest),
+            lambda: self._ensure_built(digest, build.context, timeout, network, build),
         )
 
     async def _once(self, key: tuple[str, str], make: Callable[[], Awaitable[str]]) -> str:
@@ -149,7 +152,12 @@ class ImageCache:
         return ref
 
     async def _ensure_built(
-        self, digest: str, context: Path, timeout: float, recipe: Build | None = None
+        self,
+        digest: str,
+        context: Path,
+        timeout: float,
+        network: bool,
+        recipe: Build | None = None,
     ) -> str:
         tag = env_tag(digest)
         if await self._exists(tag):
@@ -163,7 +171,7 @@ class ImageCache:
         started = time.monotonic()
         log.info("building %s from %s", tag, context)
         build = asyncio.ensure_future(
-            self._run(self._build, context, tag, digest, timeout, ctl, recipe)
+            self._run(self._build, context, tag, digest, timeout, ctl, network, recipe)
         )
         try:
             await asyncio.wait_for(asyncio.shield(build), timeout)
@@ -185,6 +193,7 @@ class ImageCache:
         digest: str,
         timeout: float,
         ctl: _BuildControl,
+        network: bool,
         recipe: Build | None = None,
     ) -> None:
         """Blocking: stream the build, keep the log's tail, raise TaskInvalid on failure."""
@@ -205,6 +214,9 @@ class ImageCache:
                 decode=True,
                 timeout=timeout + 60.0,  # per read; the total is bounded by the caller
                 labels={"crucible.environment_digest": digest},
+                # The engine's builder runs each step in a container of its own (pid, mount
+                # and network namespaces, pivot_root); without network, one with none.
+                network_mode=None if network else "none",
                 use_config_proxy=False,  # nothing of the host's docker config goes in
             )
             ctl.attach(stream)

@@ -235,7 +235,9 @@ class ComposeStack:
 
     async def _image_of(self, svc: Service, main_image: str) -> str:
         if svc.build is not None:
-            return await self._images.built(svc.build, self.spec.build_timeout_sec)
+            return await self._images.built(
+                svc.build, self.spec.build_timeout_sec, self.spec.builds_with_network
+            )
         assert svc.image is not None
         if svc.image == MAIN_IMAGE_VAR:
             return main_image

@@ -313,7 +313,9 @@ class ImageStore:
         ticker = asyncio.ensure_future(_tick(say, spec.task_name, path, started))
         try:
             async with self._busy:
-                image_id = await tool.build(context, tag, path, spec.build_timeout_sec)
+                image_id = await tool.build(
+                    context, tag, path, spec.build_timeout_sec, spec.builds_with_network
+                )
         except TaskInvalid:
             say(f"[red]image build failed[/] for {spec.task_name} (log: {path})")
             raise

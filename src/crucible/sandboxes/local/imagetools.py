@@ -79,8 +79,11 @@ class ImageTool(abc.ABC):
     name = ""
 
     @abc.abstractmethod
-    async def build(self, context: Path, tag: str, log: Path, timeout: float) -> str:
-        """Build context/Dockerfile; return the image id. TaskInvalid when the build fails."""
+    async def build(
+        self, context: Path, tag: str, log: Path, timeout: float, network: bool = False
+    ) -> str:
+        """Build context/Dockerfile; return the image id. TaskInvalid when the build fails.
+        Its steps reach a network only when `network` (the task allows it)."""
 
     @abc.abstractmethod
     async def find(self, ref: str) -> str | None:
@@ -131,19 +134,53 @@ async def _run(*argv: str, log: Path | None = None, timeout: float = 120.0) -> t
 
 
 class Buildah(ImageTool):
-    """Daemonless: `buildah build` with chroot isolation (works inside containers too)."""
+    """Daemonless: `buildah build`, each RUN step in an OCI container whose root is an
+    unprivileged host uid range, the whole build in a network namespace of its own
+    (buildiso.py: never the host's root, pid or network namespace)."""
 
     name = "buildah"
 
     def __init__(self, path: str) -> None:
         self.path = path
 
-    async def build(self, context: Path, tag: str, log: Path, timeout: float) -> str:
-        iid = log.with_suffix(".iid")
-        argv = [self.path, "build", "--pull-never", "--isolation", "chroot", "--layers"]
+    async def build(
+        self, context: Path, tag: str, log: Path, timeout: float, network: bool = False
+    ) -> str:
+        from crucible.sandboxes.local import buildiso, builduser
+
+        dockerfile = context / "Dockerfile"
+        buildiso.refuse_host_mounts(dockerfile)
+        if not buildiso.rootful():  # this user's own rootless Buildah and storage
+            return await self._build(context, tag, log, timeout, network, None, None)
+        user = builduser.require_user()
+        stage = builduser.Stage(user)
+        try:
+            ctx = await asyncio.to_thread(stage.context, context)
+            await builduser.hand_bases(stage, self.path, dockerfile.read_text(errors="replace"))
+            image_id = await self._build(ctx, tag, log, timeout, network, user, stage.root)
+            await builduser.hand_back(stage, self.path, image_id, tag)
+            return image_id
+        finally:
+            await asyncio.to_thread(stage.close)
+
+    async def _build(
+        self,
+        context: Path,
+        tag: str,
+        log: Path,
+        timeout: float,
+        network: bool,
+        user: Any,
+        scratch: Path | None,
+    ) -> str:
+        from crucible.sandboxes.local import buildiso
+
+        iid = (scratch / "iid") if scratch is not None else log.with_suffix(".iid")
+        argv = [*(user.prefix() if user else []), self.path, "build"]
+        argv += [*buildiso.build_options(network), "--pull-never", "--layers"]
         argv += ["-f", str(context / "Dockerfile"), "-t", tag, "--iidfile", str(iid), str(context)]
         try:
-            rc, _ = await _run(*argv, log=log, timeout=timeout)
+            rc = await buildiso.run_build(argv, network, log, timeout, user.env() if user else None)
         except TimeoutError:
             raise build_failed(
                 f"the build took more than {timeout:g}s (build_timeout_sec)", log
@@ -213,11 +250,13 @@ class Docker(ImageTool):
     def __init__(self, api: Any) -> None:
         self.api = api
 
-    async def build(self, context: Path, tag: str, log: Path, timeout: float) -> str:
+    async def build(
+        self, context: Path, tag: str, log: Path, timeout: float, network: bool = False
+    ) -> str:
         from crucible.sandboxes.docker.build import _BuildControl
 
         ctl = _BuildControl()
-        job = asyncio.ensure_future(asyncio.to_thread(self._build, context, tag, log, ctl))
+        job = asyncio.ensure_future(asyncio.to_thread(self._build, context, tag, log, ctl, network))
         try:
             error = await asyncio.wait_for(asyncio.shield(job), timeout)
         except TimeoutError:
@@ -233,15 +272,18 @@ class Docker(ImageTool):
             raise SandboxFailed(f"the engine built {tag} but does not list it")
         return found
 
-    def _build(self, context: Path, tag: str, log: Path, ctl: Any) -> str | None:
+    def _build(self, context: Path, tag: str, log: Path, ctl: Any, network: bool) -> str | None:
         import docker.errors
 
         error: str | None = None
         with log.open("a", errors="replace") as fh:
             try:
+                # Each step runs in one of the engine's containers; without network, in
+                # one with no network at all.
                 stream = self.api.build(
-                    path=str(context), tag=tag, pull=False, rm=True, forcerm=True, decode=True
-                )
+                    path=str(context), tag=tag, pull=False, rm=True, forcerm=True, decode=True,
+                    network_mode=None if network else "none",
+                )  # fmt: skip
                 ctl.attach(stream)
                 for chunk in stream:
                     if "stream" in chunk:

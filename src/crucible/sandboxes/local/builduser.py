@@ -1,0 +1,219 @@
+"""Buildah as BUILD_USER, the unprivileged user crucible builds task images as when run by root.
+
+scripts/setup-images.sh makes the user (a system user, home BUILD_HOME, mode 0700) and
+gives it 64 Ki subordinate ids from buildiso.BUILD_UID_BASE in /etc/subuid and
+/etc/subgid, so its rootless Buildah maps a build's uid 0 to the user and every other id
+into that range. Its storage is its own (under BUILD_HOME); root's Buildah storage stays
+the one crucible finds, exports and names images in. So one build goes:
+
+1. the context is copied into a stage folder of BUILD_HOME (links copied as links) and
+   given to the user: the task's folder need not be readable by it;
+2. each base image the Dockerfile names that the user's storage lacks and root's has is
+   handed over once (`buildah push` to a `dir:` copy, pulled by the user);
+3. the user's Buildah builds (buildiso.run_build: in a network namespace of its own);
+4. the result is handed back the same way, uncompressed, so root's storage reuses the
+   layers it has; the image id (its config's digest) is the same in both.
+
+Steps 2 and 4 read only what the other side wrote; nothing of the build runs as root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pwd
+import re
+import secrets
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from crucible.errors import SandboxFailed
+
+BUILD_USER = "crucible-build"
+BUILD_HOME = Path("/var/lib/crucible/build")
+RUNTIME_ROOT = Path("/run/crucible")
+SETUP_HINT = "run scripts/setup-images.sh as root (it makes the build user and its ids)"
+
+_FROM = re.compile(r"(?im)^\s*FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?")
+
+
+@dataclass(frozen=True)
+class BuildUser:
+    uid: int
+    gid: int
+
+    @property
+    def runtime_dir(self) -> Path:
+        return RUNTIME_ROOT / f"build-{self.uid}"
+
+    def env(self) -> dict[str, str]:
+        """The user's whole environment: nothing of crucible's (keys, tokens) goes in."""
+        return {
+            "HOME": str(BUILD_HOME),
+            "XDG_RUNTIME_DIR": str(self.runtime_dir),
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LANG": "C.UTF-8",
+        }
+
+    def prefix(self) -> list[str]:
+        """argv prefix that runs the rest as the user, with no supplementary groups."""
+        setpriv = shutil.which("setpriv") or "setpriv"
+        return [setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"]
+
+
+def find_user() -> BuildUser | None:
+    """The build user, when it exists and has subordinate ids; else None."""
+    try:
+        pw = pwd.getpwnam(BUILD_USER)
+    except KeyError:
+        return None
+    for table in ("/etc/subuid", "/etc/subgid"):
+        try:
+            lines = Path(table).read_text().splitlines()
+        except OSError:
+            return None
+        if not any(ln.split(":")[0] in (BUILD_USER, str(pw.pw_uid)) for ln in lines):
+            return None
+    return BuildUser(pw.pw_uid, pw.pw_gid)
+
+
+def require_user() -> BuildUser:
+    user = find_user()
+    if user is None:
+        raise SandboxFailed(
+            f"crucible builds task images as the unprivileged user {BUILD_USER!r} with "
+            "subordinate ids, and this machine has none",
+            hint=SETUP_HINT,
+        )
+    return user
+
+
+def base_refs(dockerfile_text: str) -> list[str]:
+    """The images the Dockerfile's FROM lines name (not its stages, scratch, or ARGs)."""
+    stages: set[str] = set()
+    refs: list[str] = []
+    for ref, alias in _FROM.findall(dockerfile_text):
+        if ref.lower() != "scratch" and "$" not in ref and ref not in stages and ref not in refs:
+            refs.append(ref)
+        if alias:
+            stages.add(alias)
+    return refs
+
+
+def _chown_tree(root: Path, user: BuildUser) -> None:
+    os.lchown(root, user.uid, user.gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), user.uid, user.gid)
+
+
+STORAGE_CONF = BUILD_HOME / ".config" / "containers" / "storage.conf"
+# Rootless storage defaults to vfs here (a full copy of the tree per layer: a one-step
+# build took ~30 s); the kernel's overlay in a user namespace is native since Linux 5.13.
+STORAGE_CONF_TEXT = '[storage]\ndriver = "overlay"\n'
+
+
+def _ensure_storage(user: BuildUser) -> None:
+    """Blocking: the user's storage is overlay; storage made before with another driver
+    (it is only this cache) is removed first, since the driver refuses to switch."""
+    try:
+        if STORAGE_CONF.read_text() == STORAGE_CONF_TEXT:
+            return
+    except OSError:
+        pass
+    shutil.rmtree(BUILD_HOME / ".local" / "share" / "containers", ignore_errors=True)
+    STORAGE_CONF.parent.mkdir(parents=True, exist_ok=True)
+    STORAGE_CONF.write_text(STORAGE_CONF_TEXT)
+    for d in (BUILD_HOME / ".config", STORAGE_CONF.parent, STORAGE_CONF):
+        os.lchown(d, user.uid, user.gid)
+
+
+class Stage:
+    """One build's folder under BUILD_HOME, the user's; removed by `close`."""
+
+    def __init__(self, user: BuildUser) -> None:
+        self.user = user
+        _ensure_storage(user)
+        user.runtime_dir.mkdir(parents=True, exist_ok=True)
+        os.chown(user.runtime_dir, user.uid, user.gid)
+        os.chmod(user.runtime_dir, 0o700)
+        self.root = BUILD_HOME / "stage" / secrets.token_hex(8)
+        self.root.mkdir(parents=True, mode=0o700)
+        os.chown(self.root.parent, user.uid, user.gid)
+
+    def context(self, src: Path) -> Path:
+        """Blocking: the user's copy of the build context (links stay links)."""
+        dest = self.root / "context"
+        shutil.copytree(src, dest, symlinks=True)
+        _chown_tree(self.root, self.user)
+        return dest
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+async def _tool(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 1800)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        await proc.wait()
+        raise
+    return proc.returncode or 0, (out or b"").decode(errors="replace")
+
+
+async def as_user(user: BuildUser, buildah: str, *args: str) -> tuple[int, str]:
+    return await _tool([*user.prefix(), buildah, *args], user.env())
+
+
+async def _checked(what: str, got: tuple[int, str]) -> str:
+    rc, out = got
+    if rc != 0:
+        raise SandboxFailed(f"{what} failed: {out.strip()[-500:]}")
+    return out
+
+
+async def hand_bases(stage: Stage, buildah: str, dockerfile_text: str) -> None:
+    """Give the user's storage each base image it lacks that root's storage has."""
+    for n, ref in enumerate(base_refs(dockerfile_text)):
+        if (await as_user(stage.user, buildah, "inspect", "--type", "image", ref))[0] == 0:
+            continue
+        if (await _tool([buildah, "inspect", "--type", "image", ref]))[0] != 0:
+            continue  # neither has it: the build says so in its log
+        copy = stage.root / f"base-{n}"
+        await _checked(
+            f"handing {ref} over", await _tool([buildah, "push", "--quiet", ref, f"dir:{copy}"])
+        )
+        await asyncio.to_thread(_chown_tree, copy, stage.user)
+        out = await _checked(
+            f"taking {ref} over",
+            await as_user(stage.user, buildah, "pull", "--quiet", f"dir:{copy}"),
+        )
+        await _checked("naming it", await as_user(stage.user, buildah, "tag", out.split()[-1], ref))
+        await asyncio.to_thread(shutil.rmtree, copy, True)
+
+
+async def hand_back(stage: Stage, buildah: str, image_id: str, tag: str) -> None:
+    """Copy the built image into root's storage under `tag`, uncompressed."""
+    copy = stage.root / "built"
+    await _checked(
+        "handing the built image back",
+        await as_user(stage.user, buildah, "push", "--quiet", "--disable-compression", image_id, f"dir:{copy}"),
+    )  # fmt: skip
+    await _checked(
+        "taking the built image", await _tool([buildah, "pull", "--quiet", f"dir:{copy}"])
+    )
+    await _checked("naming the built image", await _tool([buildah, "tag", image_id, tag]))
+    # The user's copy goes (its layers stay, as the next build's cache).
+    await as_user(stage.user, buildah, "rmi", "--force", tag)

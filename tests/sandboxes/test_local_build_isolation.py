@@ -1,0 +1,209 @@
+"""Attacks on the host from a task's Dockerfile, built by the local provider's Buildah
+(buildiso.py): a RUN step that breaks out of a chroot finds only its own container, a
+mount that reaches the host is refused, and `tasks check --run` builds the same way.
+
+Before buildiso.py, Buildah ran with `--isolation chroot` as root: the double chroot
+reached the host's `/`, wrote the marker, read the secret into the image, killed the
+victim and connected to the host's loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.sandboxes.build_attack import (
+    NOTHING_REACHED,
+    HostBait,
+    attack_results,
+    host_bait,
+    hostile_env,
+)
+
+import crucible
+from crucible.errors import TaskInvalid
+from crucible.sandboxes.base import NetworkMode, SandboxSpec
+from crucible.sandboxes.docker.build import env_tag
+from crucible.sandboxes.local.images import ImageStore, RootfsCache
+from crucible.tasks.loader import tree_digest
+
+MADE: list[Path] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_images() -> Iterator[None]:
+    yield
+    tags = [f"localhost/{env_tag(tree_digest(env))}" for env in MADE if env.is_dir()]
+    if tags and shutil.which("buildah"):
+        subprocess.run(["buildah", "rmi", "-f", *tags], capture_output=True)
+
+
+@pytest.fixture
+def bait(tmp_path: Path) -> Iterator[HostBait]:
+    with host_bait(tmp_path / "host") as b:
+        yield b
+
+
+def _env(tmp_path: Path, dockerfile: str | None = None, bait: HostBait | None = None) -> Path:
+    if bait is not None:
+        env = hostile_env(tmp_path / "task", bait)
+    else:
+        env = tmp_path / "task" / f"env-{secrets.token_hex(4)}"
+        env.mkdir(parents=True)
+        # The nonce in every RUN step: Buildah's layer cache never skips the step.
+        nonce = secrets.token_hex(4)
+        text = re.sub(r"RUN (?!--)", f"RUN : {nonce}; ", dockerfile or "")  # flags stay flags
+        (env / "Dockerfile").write_text(text)
+        (env / "nonce").write_text(secrets.token_hex(8))
+    MADE.append(env)
+    return env
+
+
+async def _build(tmp_path: Path, env: Path, network: NetworkMode = "none") -> tuple[Path, str]:
+    """Build and unpack `env` as a trial would; (the unpacked tree, the build log)."""
+    store = ImageStore(RootfsCache(tmp_path / "rootfs"), "buildah")
+    store.log_dir = tmp_path / "job"
+    spec = SandboxSpec(task_name="hostile", dockerfile_dir=env, network=network)
+    try:
+        rootfs = await store.resolve(spec)
+    finally:
+        store.close()
+    logs = list((tmp_path / "job" / "builds").glob("*.log"))
+    return rootfs.path, "".join(p.read_text(errors="replace") for p in logs)
+
+
+@pytest.mark.parametrize("network", ["none", "public"])
+async def test_double_chroot_in_a_run_step_never_reaches_the_host(
+    buildah: None, tmp_path: Path, bait: HostBait, network: NetworkMode
+) -> None:
+    tree, log = await _build(tmp_path, _env(tmp_path, bait=bait), network)
+    # The step ran (its report is in the log) and reached nothing of the host.
+    assert attack_results(log) == NOTHING_REACHED, log[-3000:]
+    assert not bait.marker.exists(), "a RUN step wrote a file on the host"
+    assert bait.secret_text not in log and bait.secret_text not in (tree / "leaked.txt").read_text()
+    assert bait.victim.poll() is None, "a RUN step killed a host process"
+    assert bait.connections() == 0, "a RUN step reached the host's 127.0.0.1"
+
+
+async def test_build_steps_have_their_own_ids_namespaces_and_network(
+    buildah: None, tmp_path: Path
+) -> None:
+    """Root inside is an unprivileged host uid; without network only loopback, with it a
+    route of the build's own (never the host's interfaces); file owners stay the image's."""
+    dockerfile = (
+        "FROM debian:bookworm-slim\n"
+        "RUN cat /proc/self/uid_map; echo PIDS $(ls /proc | grep -c '^[0-9]'); "
+        "echo IFACES $(tail -n +3 /proc/net/dev | cut -d: -f1 | sort | tr -d ' ' | tr '\\n' ' '); "
+        "mkdir /owned && chown 1234:4321 /owned\n"
+    )
+    tree, log = await _build(tmp_path, _env(tmp_path, dockerfile), "none")
+    # uid 0 inside is the unprivileged build user; every other id is in its range.
+    rows = [ln.split() for ln in log.splitlines() if re.fullmatch(r"\s*\d+\s+\d+\s+\d+", ln)]
+    uid, (start, count) = _build_user_ids()
+    assert rows == [["0", str(uid), "1"], ["1", start, count]] and uid != 0, rows
+    assert int(next(ln for ln in log.splitlines() if ln.startswith("PIDS")).split()[1]) < 10
+    assert _ifaces(log) == ["lo"], log[-2000:]
+    st = os.stat(tree / "owned")
+    assert (st.st_uid, st.st_gid) == (1234, 4321)  # the image's owners, not the host range
+    _, log = await _build(tmp_path / "net", _env(tmp_path / "net", dockerfile), "public")
+    ifaces = _ifaces(log)
+    host_ifaces = _host_ifaces()
+    assert ifaces == ["lo", "tap0"] and "tap0" not in host_ifaces, (ifaces, host_ifaces)
+
+
+def _build_user_ids() -> tuple[int, tuple[str, str]]:
+    """The build user's uid and its subordinate range, as this machine configures them."""
+    uid = pwd.getpwnam("crucible-build").pw_uid
+    with open("/etc/subuid") as fh:
+        row = next(ln.strip().split(":") for ln in fh if ln.startswith("crucible-build:"))
+    return uid, (row[1], row[2])
+
+
+def _host_ifaces() -> set[str]:
+    with open("/proc/net/dev") as fh:
+        return {line.split(":")[0].strip() for line in fh.readlines()[2:]}
+
+
+def _ifaces(log: str) -> list[str]:
+    return next(ln for ln in log.splitlines() if ln.startswith("IFACES")).split()[1:]
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        # CVE-2024-1753: a stage's link to / as a bind mount's source is the host's root.
+        "RUN --mount=type=bind,from=s,source=/l,target=/h cat /h{secret} || true",
+        # The same flag split over a line continuation.
+        "RUN --mou\\\nnt=type=bind,from=s,source=/l,target=/h cat /h{secret} || true",
+    ],
+)
+async def test_a_run_mount_that_reaches_the_host_is_refused(
+    buildah: None, tmp_path: Path, bait: HostBait, run: str
+) -> None:
+    dockerfile = (
+        "FROM debian:bookworm-slim AS s\nRUN ln -s / /l\nFROM debian:bookworm-slim\n"
+        + run.format(secret=bait.secret)
+        + "\n"
+    )
+    with pytest.raises(TaskInvalid, match="uses `--mount`, which crucible's local builds refuse"):
+        await _build(tmp_path, _env(tmp_path, dockerfile))
+    log = "".join(p.read_text() for p in (tmp_path / "job").rglob("*.log"))
+    assert bait.secret_text not in log
+
+
+@pytest.fixture
+def shared_rootfs() -> Iterator[Path]:
+    """A rootfs cache the sandboxes' uid can search (pytest's base dir is 0700)."""
+    d = Path("/tmp") / f"crucible-test-rootfs-{secrets.token_hex(8)}"
+    d.mkdir(mode=0o711)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_tasks_check_run_builds_in_isolation(
+    buildah: None, tmp_path: Path, bait: HostBait, shared_rootfs: Path
+) -> None:
+    """`crucible tasks check --run` builds a generated task's image: the same attack."""
+    task = tmp_path / "hostile-task"
+    env = hostile_env(tmp_path, bait)
+    MADE.append(task / "environment")
+    (task / "tests").mkdir(parents=True)
+    (task / "solution").mkdir()
+    env.rename(task / "environment")
+    (task / "task.toml").write_text(
+        'schema_version = "1.1"\n[environment]\nnetwork_mode = "no-network"\n'
+        "[verifier]\ntimeout_sec = 30.0\n[agent]\ntimeout_sec = 30.0\n"
+    )
+    (task / "instruction.md").write_text("Write /app/out.\n")
+    (task / "tests" / "test.sh").write_text(
+        "#!/usr/bin/env bash\n[ -f /app/out ] && echo 1 > /logs/verifier/reward.txt"
+        " || echo 0 > /logs/verifier/reward.txt\n"
+    )
+    (task / "solution" / "solve.sh").write_text(
+        "#!/usr/bin/env bash\nmkdir -p /app; : > /app/out\n"
+    )
+    env_vars = {
+        **os.environ,
+        "PYTHONPATH": str(Path(crucible.__file__).parents[1]),
+        "CRUCIBLE_ROOTFS_DIR": str(shared_rootfs),
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "crucible.cli.main", "tasks", "check", str(task), "--run", "--json"],
+        capture_output=True, text=True, timeout=600, env=env_vars, cwd=tmp_path,
+    )  # fmt: skip
+    out = json.loads(res.stdout)
+    # The image was built (its RUN step is the attack) and both runs ran on it.
+    assert out["summary"]["invalid"] == 0 and [r["ok"] for r in out["runs"]] == [True], out
+    assert not bait.marker.exists(), "tasks check --run let a RUN step write a host file"
+    assert bait.secret_text not in res.stdout + res.stderr
+    assert bait.victim.poll() is None, "tasks check --run let a RUN step kill a host process"
+    assert bait.connections() == 0
