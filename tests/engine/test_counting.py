@@ -28,11 +28,19 @@ DIGITS_400 = "9" * 400
 # A verifier that echoes the agent's answer into reward.json, as many do.
 ECHO_ANSWER = 'echo "{\\"reward\\": $(cat /app/answer)}" > /logs/verifier/reward.json'
 
+# ...with a second key: an answer that is not a number made "reward" a detail, and the
+# primary reward silently became the next key (1), whatever the answer was.
+ECHO_WITH_FORMAT = (
+    'echo "{\\"reward\\": $(cat /app/answer), \\"format_ok\\": 1}" > /logs/verifier/reward.json'
+)
+
 SELF_BREAKING = {
     # The workdir is a mount of its own on local: emptied, never removed (graded 0 below).
     "rm_workdir": ("rm -rf /app", HONEST_TEST, ""),
     "lock_workdir": ("chmod 000 /app", HONEST_TEST, "grading could not be set up"),
     "huge_integer": (f"echo {DIGITS_400} > /app/answer", ECHO_ANSWER, "too large"),
+    "string_answer": ("echo '\"x\"' > /app/answer", ECHO_WITH_FORMAT, "not a number"),
+    "true_answer": ("echo true > /app/answer", ECHO_WITH_FORMAT, "not a number"),
     "past_int_limit": ("printf '1%.0s' $(seq 5000) > /app/answer", ECHO_ANSWER, "not valid JSON"),
     "readonly_logs": (
         "chmod 0555 /logs/verifier /logs",

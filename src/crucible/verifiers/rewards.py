@@ -50,16 +50,26 @@ def parse_reward_json(text: str) -> dict[str, float]:
 def split_reward_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
     """reward.json as (rewards, details): numbers are rewards, any other value is a detail
     (result.json keeps it; the caller warns). No number at all is verifier_failed, and a
-    number that is not finite is a broken reward, as in `parse_reward_json`."""
+    number that is not finite is a broken reward, as in `parse_reward_json`.
+
+    The primary reward (key "reward", else the file's first key: what a trial counts as)
+    must be a number itself: a test that echoes the agent's answer into it beside a
+    second key ({"reward": ANSWER, "format_ok": 1}) would otherwise count the second
+    key whenever the answer is a string, `true` or null."""
+    data = _load_object(text)
     rewards: dict[str, float] = {}
     details: dict[str, Any] = {}
-    for key, value in _load_object(text).items():
+    for key, value in data.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             rewards[str(key)] = _finite(str(key), value)
         else:
             details[str(key)] = value
     if not rewards:
         raise VerifierFailed("reward.json holds no number: no reward")
+    primary = "reward" if "reward" in data else next(iter(data))
+    if primary in details:
+        kind = type(details[primary]).__name__
+        raise VerifierFailed(f"reward.json: the primary reward {primary!r} is {kind}, not a number")
     return rewards, details
 
 
