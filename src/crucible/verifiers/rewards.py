@@ -13,6 +13,10 @@ from crucible.records.text import storable
 REWARD_DIR = "/logs/verifier"
 REWARD_JSON = f"{REWARD_DIR}/reward.json"
 REWARD_TXT = f"{REWARD_DIR}/reward.txt"
+# Rewards a reward.json may hold. Each is aggregated (mean, SE, CI) in every report of
+# the jobs folder: 60,000 keys in one trial's file took `report` 13 s. Harbor's tasks
+# use a handful.
+MAX_REWARD_KEYS = 256
 
 
 def _finite(key: str, value: object) -> float:
@@ -42,9 +46,17 @@ def _load_object(text: str) -> dict[str, Any]:
     return data
 
 
+def _few(rewards: dict[str, float]) -> dict[str, float]:
+    if len(rewards) > MAX_REWARD_KEYS:
+        raise VerifierFailed(
+            f"reward.json holds {len(rewards)} rewards, more than {MAX_REWARD_KEYS}"
+        )
+    return rewards
+
+
 def parse_reward_json(text: str) -> dict[str, float]:
     """reward.json strictly: every value a finite number."""
-    return {str(k): _finite(str(k), v) for k, v in _load_object(text).items()}
+    return _few({str(k): _finite(str(k), v) for k, v in _load_object(text).items()})
 
 
 def split_reward_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
@@ -70,7 +82,7 @@ def split_reward_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
     if primary in details:
         kind = type(details[primary]).__name__
         raise VerifierFailed(f"reward.json: the primary reward {primary!r} is {kind}, not a number")
-    return rewards, details
+    return _few(rewards), details
 
 
 def parse_reward_txt(text: str) -> dict[str, float]:
