@@ -219,11 +219,18 @@ PADDED = {
     # the judge reads the first 60,000 characters: the cheat after them was never shown,
     # and the judge passed a port that does its work locally (1.0)
     "hidden": ("# " + "padding " * 8_000 + "\n" + DECORATOR_ONLY, None),
+    # words the judge's provider filters: its endpoint refused the prompt (HTTP 400
+    # content_filter), the stage crashed as model_failed: left out and retried
+    "flagged": (DECORATOR_ONLY + "# FLAGGED-WORDS\n", None),
 }
 
 
 def vetoes_what_it_sees(body: dict[str, Any]) -> Step:
     """A judge that vetoes the decorator-only port when its prompt shows it."""
+    if "FLAGGED-WORDS" in body["messages"][1]["content"]:  # as Azure OpenAI refuses
+        refusal = {"code": "content_filter", "message": "The response was filtered due to the "
+                   "prompt triggering Azure OpenAI's content management policy."}  # fmt: skip
+        return Step(status=400, error=refusal)
     seen = "count.local(" in body["messages"][1]["content"]
     verdict = {"verdict": "veto" if seen else "pass", "reason": "as seen"}
     return text(json.dumps(verdict), usage={"prompt_tokens": 700, "completion_tokens": 30})

@@ -30,7 +30,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from crucible.errors import ModelFailed, VerifierFailed
-from crucible.llm.client import DEFAULT_API_KEY_ENV, ContextOverflow, ModelClient, ModelConfig
+from crucible.llm.client import (
+    DEFAULT_API_KEY_ENV,
+    ContentRefused,
+    ContextOverflow,
+    ModelClient,
+    ModelConfig,
+)
 from crucible.llm.pricing import cost_usd
 from crucible.records.text import storable
 from crucible.records.usage import Usage
@@ -199,6 +205,11 @@ class JudgeStage(Stage):
                     raise VerifierFailed(
                         f"the submission does not fit judge {model!r}'s context window, so "
                         f"it counts against it: {str(exc)[:200]}"
+                    ) from exc
+                except ContentRefused as exc:  # the submission is the text under review
+                    raise VerifierFailed(
+                        f"judge {model!r}'s endpoint refused the submission's text, so it "
+                        f"counts against it: {exc.message[:300]}"
                     ) from exc
                 usage = usage + reply.usage
                 stage_model.calls += 1
