@@ -43,14 +43,9 @@ _CONTEXT_MARKERS = (
 )
 # A provider's refusal of what the prompt says (OpenAI's flagged prompt, Azure's content
 # filter): the prompt's text did it, not the endpoint being down.
-_REFUSAL_MARKERS = (
-    "content_filter",
-    "content_policy",
-    "content management policy",
-    "responsibleaipolicyviolation",
-    "invalid_prompt",
-    "flagged as potentially violating",
-)
+_REFUSAL_MARKERS = ("content_filter", "content_policy", "content management policy",
+                    "responsibleaipolicyviolation", "invalid_prompt",
+                    "flagged as potentially violating")  # fmt: skip
 _RETRY_STATUS = frozenset({408, 409, 429})
 
 
@@ -59,9 +54,8 @@ class ContextOverflow(Exception):
 
 
 class ContentRefused(ModelFailed):
-    """The endpoint refused the prompt for what it says. A ModelFailed, so callers that do
-    not tell it apart keep treating it as the endpoint's; a caller whose prompt carries
-    text under review (the judge's: the submission) counts it against that text."""
+    """The endpoint refused the prompt for what it says. A ModelFailed (the endpoint's) to
+    callers that do not tell it apart; the judge counts it against the submission."""
 
 
 class ToolsUnsupported(Exception):
