@@ -22,16 +22,25 @@ from crucible.engine.job import JobOptions, JobRunner
 from crucible.engine.plan import make_job_config
 from crucible.records.trial import AgentResult
 from crucible.sandboxes.local.provider import LocalProvider
+from crucible.store.layout import iter_trial_results
 
 DIGITS_400 = "9" * 400
 # A verifier that echoes the agent's answer into reward.json, as many do.
 ECHO_ANSWER = 'echo "{\\"reward\\": $(cat /app/answer)}" > /logs/verifier/reward.json'
+
+# ...with a second key: an answer that is not a number made "reward" a detail, and the
+# primary reward silently became the next key (1), whatever the answer was.
+ECHO_WITH_FORMAT = (
+    'echo "{\\"reward\\": $(cat /app/answer), \\"format_ok\\": 1}" > /logs/verifier/reward.json'
+)
 
 SELF_BREAKING = {
     # The workdir is a mount of its own on local: emptied, never removed (graded 0 below).
     "rm_workdir": ("rm -rf /app", HONEST_TEST, ""),
     "lock_workdir": ("chmod 000 /app", HONEST_TEST, "grading could not be set up"),
     "huge_integer": (f"echo {DIGITS_400} > /app/answer", ECHO_ANSWER, "too large"),
+    "string_answer": ("echo '\"x\"' > /app/answer", ECHO_WITH_FORMAT, "not a number"),
+    "true_answer": ("echo true > /app/answer", ECHO_WITH_FORMAT, "not a number"),
     "past_int_limit": ("printf '1%.0s' $(seq 5000) > /app/answer", ECHO_ANSWER, "not valid JSON"),
     "readonly_logs": (
         "chmod 0555 /logs/verifier /logs",
@@ -148,3 +157,35 @@ async def test_a_job_with_self_broken_trials_reports_below_one(tmp_path: Path) -
         app, ["report", "j", "--jobs-dir", str(jobs), "--json", "--errors-as", "excluded"]
     )
     assert json.loads(res.stdout)["jobs"][0]["overall"]["rewards"]["reward"]["mean"] == 1.0
+
+
+async def test_retry_errors_on_resume_never_rerolls_a_counted_zero(tmp_path: Path) -> None:
+    """Attack (a policy that wants a second draw): its answer breaks its grading, a
+    counted verifier_failed. A training loop resumes with --retry-errors to recover
+    infrastructure gaps; that reran every trial that was not graded, the attempt's own
+    failures too, so each counted 0 of that kind got a fresh draw a graded 0 never gets
+    (the mean is biased up). Only what is left out of means may be rerun."""
+    tasks = [
+        attack_task(
+            tmp_path / "tasks" / "huge-int",
+            solve=f"echo {DIGITS_400} > /app/answer",
+            test=ECHO_ANSWER,
+        ),
+        attack_task(tmp_path / "tasks" / "gpu", solve="touch /app/ok", toml="gpus = 1\n"),
+    ]
+    jobs = tmp_path / "jobs"
+    cfg = make_job_config(job_id="j", tasks=tasks, agent="oracle", env="local", attempts=1,
+                          concurrency=2, dataset=[str(tmp_path / "tasks")])  # fmt: skip
+
+    async def run(**opts: bool) -> dict[str, str]:
+        runner = JobRunner(cfg, tasks, LocalProvider(), OracleAgent(), jobs,
+                           JobOptions(max_retries=0, **opts))  # fmt: skip
+        await runner.run()
+        return {r.task_name: r.id for r in iter_trial_results(jobs / "j")}
+
+    first = await run()
+    again = await run(retry_errors=True)
+    assert again["huge-int"] == first["huge-int"]  # kept: the attempt's own 0
+    assert again["gpu"] != first["gpu"]  # rerun: an infrastructure gap
+    summary = json.loads((jobs / "j" / "result.json").read_text())
+    assert summary["outcomes"]["verifier_failed"] == 1 and summary["mean_reward"] == 0.0

@@ -189,6 +189,11 @@ def test_rejects_foreign_host_header(client: httpx.Client, built_jobs: None) -> 
     r = client.get("/api/jobs", headers={"Host": "attacker.example:80"})
     assert r.status_code == 403
     assert client.get("/api/jobs", headers={"Host": "localhost:1234"}).status_code == 200
+    # A name is the whole host, not a prefix: a port that is not a number, or text after
+    # the brackets, passed as 127.0.0.1 and ::1.
+    for host in ("127.0.0.1:1@attacker.example", "[::1]attacker.example", "127.0.0.1:x"):
+        assert client.get("/api/jobs", headers={"Host": host}).status_code == 403, host
+    assert client.get("/api/jobs", headers={"Host": "[::1]:80"}).status_code == 200
 
 
 def test_empty_and_missing_jobs_dir(tmp_path: Path) -> None:

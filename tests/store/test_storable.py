@@ -13,8 +13,9 @@ import sqlite3
 from pathlib import Path
 
 from crucible.errors import ErrorKind
-from crucible.records.text import storable, storable_text, terminal_safe
+from crucible.records.text import MAX_DEPTH, TOO_DEEP, storable, storable_text, terminal_safe
 from crucible.records.trial import AgentInfo, AgentResult, ErrorInfo, TrialResult
+from crucible.records.verifier import VerifierResult
 from crucible.store.index import Index
 from crucible.store.layout import dump, storable_dump
 from crucible.store.logs import FileLog, read_lines
@@ -40,9 +41,13 @@ def test_storable_escapes_surrogates_and_keeps_everything_else() -> None:
     for _ in range(50_000):  # hostile JSON nests deep: walked without recursion
         deep = [deep]
     out = storable(deep)
-    for _ in range(50_000):
+    for _ in range(MAX_DEPTH - 1):  # and cut where no record could hold it
         out = out[0]
-    assert out == ["\\xff"]
+    assert out == [TOO_DEEP]
+    shallow: object = ["\udcff"]
+    for _ in range(MAX_DEPTH - 1):
+        shallow = [shallow]
+    assert json.dumps(storable(shallow)).count("\\\\xff") == 1  # kept whole up to the limit
 
 
 def test_terminal_safe_removes_every_control_sequence_whole() -> None:
@@ -80,6 +85,15 @@ def test_a_record_that_cannot_be_written_even_escaped_keeps_its_outcome() -> Non
     assert data["outcome"] == "verifier_failed" and data["trial_name"] == "t\\xff__0"
     assert data["agent_result"] is None  # what could not be written is gone, and said so
     assert any("only its outcome" in w for w in warnings), warnings
+    # A graded record keeps what it counts as: a graded 0 with no rewards read back
+    # as "no reward" and was left out of the mean.
+    graded = hostile_record().model_copy(update={"outcome": "graded", "error": None,
+        "verifier_result": VerifierResult(rewards={"reward": 0.0}, exit_code=1,
+                                          details={"x": object()})})  # fmt: skip
+    written, text, _ = storable_dump(graded)
+    back = TrialResult.model_validate_json(text)
+    assert back.verifier_result is not None and back.verifier_result.details == {}
+    assert back.reward == 0.0 and back.counted_reward == 0.0 and written.reward == 0.0
 
 
 def test_index_rows_and_log_lines_never_raise_over_a_string(tmp_path: Path) -> None:
@@ -95,3 +109,42 @@ def test_index_rows_and_log_lines_never_raise_over_a_string(tmp_path: Path) -> N
     log.warning("a name \udcff from a sandbox")
     log.close()
     assert read_lines(tmp_path / "trial.log")[0].message == "a name \\xff from a sandbox"
+
+
+def test_a_deeply_nested_answer_kept_as_a_detail_still_counts_its_zero(tmp_path: Path) -> None:
+    """Attack (a policy that wants its 0 left out): an honest test keeps the agent's JSON
+    answer in reward.json as a detail; the agent answers with a list nested 600 deep.
+    json.loads takes it, pydantic cannot write it (its limit is 255), and the record
+    fell back to a bare form without its rewards: the graded 0 was read back as no
+    reward, left out of the mean ("1 left out: infrastructure"), and the job's mean
+    became the honest trial's 1.0 instead of 0.5."""
+    from typer.testing import CliRunner
+
+    from crucible.cli.main import app
+    from crucible.store.layout import iter_trial_results
+
+    tasks = tmp_path / "tasks"
+    answer = "[" * 600 + "]" * 600
+    tests = {
+        "deep": 'printf \'{"reward": 0, "answer": %s}\' "$(cat /tmp/answer.json)" '
+        "> /logs/verifier/reward.json",
+        "honest": "echo 1 > /logs/verifier/reward.txt",
+    }
+    for name, test in tests.items():
+        root = tasks / name
+        (root / "tests").mkdir(parents=True)
+        (root / "solution").mkdir()
+        (root / "task.toml").write_text("[verifier]\ntimeout_sec = 30\n[agent]\ntimeout_sec = 30\n")
+        (root / "instruction.md").write_text("Write your answer as JSON to /tmp/answer.json.\n")
+        (root / "tests" / "test.sh").write_text(f"#!/bin/bash\n{test}\n")
+        solve = f"echo '{answer}' > /tmp/answer.json" if name == "deep" else "true"
+        (root / "solution" / "solve.sh").write_text(f"#!/bin/bash\n{solve}\n")
+    jobs = tmp_path / "jobs"
+    res = CliRunner().invoke(app, ["run", str(tasks), "--agent", "oracle", "--env", "local",
+                                   "--jobs-dir", str(jobs), "--job-name", "j",
+                                   "--max-retries", "0", "--json", "--quiet"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    by_task = {r.task_name: r for r in iter_trial_results(jobs / "j")}
+    deep = by_task["deep"]
+    assert deep.outcome == "graded" and deep.reward == 0.0 and deep.counted_reward == 0.0
+    assert json.loads((jobs / "j" / "result.json").read_text())["mean_reward"] == 0.5

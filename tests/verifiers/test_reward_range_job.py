@@ -24,6 +24,10 @@ from crucible.verifiers.pipeline import stage_problems
 
 runner = CliRunner()
 HUGE_INT = "1" + "0" * 400
+# A test that writes a reward per key of 60,000 made `report` take 13 s for that one
+# trial (a mean, SE and CI per key, for every job of the folder): a few such tasks and
+# no report of the folder comes back. More rewards than a report can show: refused.
+MANY_KEYS = ", ".join(f'"k{i}": 0' for i in range(300))
 
 # name -> (what test.sh writes, task.toml extra); "json:" writes reward.json instead
 BAD: dict[str, tuple[str, str]] = {
@@ -35,6 +39,7 @@ BAD: dict[str, tuple[str, str]] = {
     "two": ("2", ""),
     "json-second-key": ('json:{"reward": 1, "bonus": 1.5e308}', ""),
     "json-huge-int": (f'json:{{"reward": {HUGE_INT}}}', ""),
+    "json-many-keys": (f'json:{{"reward": 1, {MANY_KEYS}}}', ""),
     "range-above": ("101", "[metadata.crucible]\nreward_range = [0, 100]\n"),
 }
 GOOD: dict[str, tuple[str, str]] = {
@@ -50,6 +55,7 @@ SHOWN = {  # the value as the reason names it
     "two": "2.0",
     "json-second-key": "1.5e+308",
     "json-huge-int": "too large",
+    "json-many-keys": "301 rewards",
     "range-above": "101.0",
 }
 

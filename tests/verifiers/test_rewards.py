@@ -91,3 +91,14 @@ def test_reward_json_strings_are_details_not_rewards(tmp_path: Path) -> None:
     (tmp_path / "reward.json").write_text('{"note": "no number"}')
     with pytest.raises(VerifierFailed, match="no number"):
         read_rewards(tmp_path)
+
+
+def test_the_primary_reward_must_be_a_number(tmp_path: Path) -> None:
+    # "reward", else the file's first key: a detail there would hand the count to the next key
+    for text in ('{"reward": "x", "format_ok": 1}', '{"reward": true, "n": 1}',
+                 '{"score": null, "bonus": 1}'):  # fmt: skip
+        (tmp_path / "reward.json").write_text(text)
+        with pytest.raises(VerifierFailed, match="primary reward"):
+            read_rewards(tmp_path)
+    (tmp_path / "reward.json").write_text('{"score": 0.5, "note": "ok", "reward": 0}')
+    assert read_rewards(tmp_path) == ({"score": 0.5, "reward": 0.0}, {"note": "ok"})

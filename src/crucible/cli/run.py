@@ -93,7 +93,10 @@ def register(app: typer.Typer) -> None:
             None, "--resume", help="Resume job ID: run only trials without a final record."
         ),
         retry_errors: bool = typer.Option(
-            False, "--retry-errors", help="On resume, also rerun trials that ended in an error."
+            False,
+            "--retry-errors",
+            help="On resume, also rerun trials whose error left them out of means "
+            "(infrastructure, model); never those counted 0 (verifier_failed).",
         ),
         include: list[str] = typer.Option(
             [], "--include", "-i", help="Only tasks whose name matches this glob."

@@ -24,7 +24,7 @@ from crucible.engine.trial import run_trial
 from crucible.errors import RETRYABLE, CrucibleError, ErrorKind
 from crucible.records.defaults import DEFAULT_GPU_CONCURRENCY, DEFAULT_MAX_RETRIES
 from crucible.records.job import JobConfig, JobSummary
-from crucible.records.trial import TrialResult, utcnow
+from crucible.records.trial import TrialResult, counted_as, utcnow
 from crucible.sandboxes.base import Provider, SandboxSpec
 from crucible.sandboxes.ratelimit import StartGate
 from crucible.store.index import BatchWriter, Index
@@ -61,7 +61,7 @@ class JobOptions:
     gpu_concurrency: int = DEFAULT_GPU_CONCURRENCY
     trial_timeout_sec: float | None = None  # per-trial wall limit beyond the phases' own
     job_timeout_sec: float | None = None
-    retry_errors: bool = False  # on resume, also rerun trials that ended in an error
+    retry_errors: bool = False  # on resume, also rerun trials whose error left them out of means
     summary_interval_sec: float = 1.0
     create_rate: float | None = None  # sandbox creations per second, job-wide
     max_starting: int | None = None  # sandboxes still starting at once
@@ -114,7 +114,9 @@ class JobRunner:
         for r in iter_trial_results(self.job_dir, skipped):
             if r.trial_name not in wanted or r.outcome == ErrorKind.cancelled.value:
                 continue
-            if self.options.retry_errors and not r.graded:
+            # Only gaps are rerun: a rerun of the attempt's own failures (verifier_failed,
+            # counted 0) would give them a fresh draw a graded 0 never gets.
+            if self.options.retry_errors and not r.graded and counted_as(r.outcome) is None:
                 continue
             self.results[r.trial_name] = r
         for bad in skipped:  # run again, as a trial without a record

@@ -41,11 +41,21 @@ _CONTEXT_MARKERS = (
     "prompt is too long",
     "too many tokens",
 )
+# A provider's refusal of what the prompt says (OpenAI's flagged prompt, Azure's content
+# filter): the prompt's text did it, not the endpoint being down.
+_REFUSAL_MARKERS = ("content_filter", "content_policy", "content management policy",
+                    "responsibleaipolicyviolation", "invalid_prompt",
+                    "flagged as potentially violating")  # fmt: skip
 _RETRY_STATUS = frozenset({408, 409, 429})
 
 
 class ContextOverflow(Exception):
     """The request does not fit the model's context window."""
+
+
+class ContentRefused(ModelFailed):
+    """The endpoint refused the prompt for what it says. A ModelFailed (the endpoint's) to
+    callers that do not tell it apart; the judge counts it against the submission."""
 
 
 class ToolsUnsupported(Exception):
@@ -267,6 +277,10 @@ class ModelClient:
             lowered = text.lower()
             if status in (400, 413, 422) and any(m in lowered for m in _CONTEXT_MARKERS):
                 raise ContextOverflow(text)
+            if status in (400, 422) and any(m in lowered for m in _REFUSAL_MARKERS):
+                raise ContentRefused(
+                    f"model endpoint refused the prompt: HTTP {status}: {text[:500]}"
+                )
             if status == 400 and "max_completion_tokens" in lowered and "max_tokens" in body:
                 raise _UseMaxCompletionTokens(text)
             if with_tools and status in (400, 404, 422) and "tool" in lowered:

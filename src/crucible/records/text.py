@@ -9,7 +9,10 @@ Two rules, each in one function, because such a string is anything at all:
   visible escape: U+DC80..U+DCFF (an undecodable byte) -> "\\xNN", the byte the name
   had, as `ls -b` shows it; any other surrogate -> "\\uXXXX". Nothing else changes
   (NUL is fine in JSON and in SQLite). It is lossless enough to debug, though not
-  reversible: a literal "\\xff" reads the same.
+  reversible: a literal "\\xff" reads the same. Nesting is a limit too: json.loads
+  takes lists nested ~1000 deep, pydantic writes 255 at most, so a value nested past
+  MAX_DEPTH becomes the string TOO_DEEP (an agent's answer that an honest test kept as
+  a detail must not make the record unwritable, and its 0 unread).
 - `terminal_safe`: what may reach an operator's terminal. C0 and C1 control
   characters and DEL are removed, escape sequences (CSI, OSC, DCS..., lone ESC)
   whole with their parameters, and the bidi overrides and isolates (U+202A..U+202E,
@@ -45,6 +48,10 @@ _SEQUENCE = re.compile(
 )
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 MAX_NAMED = 20  # places a fallback names in its warning; the rest are counted
+# Far below pydantic's serialization limit (255), with room for the record's own levels
+# (trial -> steps -> verifier_result -> stages -> details).
+MAX_DEPTH = 64
+TOO_DEEP = f"[nested deeper than {MAX_DEPTH} levels: not kept]"
 
 
 def _escape(m: re.Match[str]) -> str:
@@ -60,8 +67,9 @@ def storable_text(text: str) -> str:
 
 
 def storable(value: T) -> T:
-    """A str, or parsed JSON (dicts, lists, keys too), with every string storable.
-    Walked without recursion: the value may be hostile JSON nested a thousand deep."""
+    """A str, or parsed JSON (dicts, lists, keys too), with every string storable and
+    nothing nested past MAX_DEPTH. Walked without recursion: the value may be hostile
+    JSON nested a thousand deep."""
     return _walk(value, None)
 
 
@@ -82,17 +90,22 @@ def _walk(value: Any, changed: list[str] | None, where: str = "") -> Any:
     if not isinstance(value, dict | list | tuple):
         return value
     root: Any = {} if isinstance(value, dict) else []
-    todo: list[tuple[Any, Any, str]] = [(value, root, where)]
+    todo: list[tuple[Any, Any, str, int]] = [(value, root, where, 1)]
     while todo:
-        src, dst, at = todo.pop()
+        src, dst, at, depth = todo.pop()
         items = src.items() if isinstance(src, dict) else enumerate(src)
         for key, v in items:
             here = f"{at}.{key}" if at else str(key)
             if isinstance(key, str):
                 key = _walk(key, changed, here)
-            if isinstance(v, dict | list | tuple):
-                child: Any = {} if isinstance(v, dict) else []
-                todo.append((v, child, here))
+            child: Any
+            if isinstance(v, dict | list | tuple) and depth >= MAX_DEPTH:
+                child = TOO_DEEP
+                if changed is not None:
+                    changed.append(here)
+            elif isinstance(v, dict | list | tuple):
+                child = {} if isinstance(v, dict) else []
+                todo.append((v, child, here, depth + 1))
             else:
                 child = _walk(v, changed, here)
             if isinstance(dst, dict):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+import re
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -34,6 +35,7 @@ from crucible.webauth.token import TokenGate, new_token
 
 STATIC_FILES = {"index.html", "app.js", "app.css"}
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[^:\[\]@/]+)(?::[0-9]{1,5})?")
 
 
 def static_file(name: str) -> bytes:
@@ -73,11 +75,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, body, "application/json; charset=utf-8")
 
     def _host_ok(self) -> bool:
-        host = (self.headers.get("Host") or "").strip().lower()
-        if host.startswith("["):
-            name = host.split("]")[0] + "]"
-        else:
-            name = host.rsplit(":", 1)[0] if ":" in host else host
+        # The whole header must be a name and an optional numeric port: a prefix check let
+        # "127.0.0.1:1@evil" and "[::1]evil" through.
+        m = _HOST.fullmatch((self.headers.get("Host") or "").strip().lower())
+        name = m.group(1) if m else ""
         return name in LOCAL_HOSTS or name in self.server.allowed_hosts
 
     def do_HEAD(self) -> None:

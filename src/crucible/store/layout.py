@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -41,6 +41,9 @@ WARNINGS_FIELD = "record_warnings"  # where a record says it was written with es
 BARE_FIELDS = ("schema_version", "id", "task_name", "trial_name", "job_id", "attempt",
                "task_checksum", "source", "agent_info", "outcome", "error", "retries",
                "started_at", "finished_at", "tampered_paths")  # fmt: skip
+# ...and what it counts as: without its rewards a graded 0 reads back as no reward,
+# left out of every mean, which a trial could aim for.
+BARE_NESTED = {"verifier_result": {"rewards", "exit_code"}}
 
 JOBS_DIR_ENV = "CRUCIBLE_JOBS_DIR"
 INDEX_NAME = "index.sqlite"
@@ -127,7 +130,8 @@ def storable_dump(model: M) -> tuple[M, str, list[str]]:
         why = storable_text(f"{type(exc).__name__}: {exc}"[:500])
         warnings.append(f"the record could not be written whole, only its outcome: {why}")
         failed = exc
-    data = model.model_dump(mode="python", include=set(BARE_FIELDS))
+    keep: dict[str, Any] = {**dict.fromkeys(BARE_FIELDS, True), **BARE_NESTED}
+    data = model.model_dump(mode="python", include=keep)
     try:  # a trial's record: who it is and how it ended still count
         bare = _warned(type(model).model_validate(storable(data)), warnings)
         return bare, bare.model_dump_json(indent=2), warnings

@@ -13,6 +13,10 @@ from crucible.records.text import storable
 REWARD_DIR = "/logs/verifier"
 REWARD_JSON = f"{REWARD_DIR}/reward.json"
 REWARD_TXT = f"{REWARD_DIR}/reward.txt"
+# Rewards a reward.json may hold. Each is aggregated (mean, SE, CI) in every report of
+# the jobs folder: 60,000 keys in one trial's file took `report` 13 s. Harbor's tasks
+# use a handful.
+MAX_REWARD_KEYS = 256
 
 
 def _finite(key: str, value: object) -> float:
@@ -42,25 +46,43 @@ def _load_object(text: str) -> dict[str, Any]:
     return data
 
 
+def _few(rewards: dict[str, float]) -> dict[str, float]:
+    if len(rewards) > MAX_REWARD_KEYS:
+        raise VerifierFailed(
+            f"reward.json holds {len(rewards)} rewards, more than {MAX_REWARD_KEYS}"
+        )
+    return rewards
+
+
 def parse_reward_json(text: str) -> dict[str, float]:
     """reward.json strictly: every value a finite number."""
-    return {str(k): _finite(str(k), v) for k, v in _load_object(text).items()}
+    return _few({str(k): _finite(str(k), v) for k, v in _load_object(text).items()})
 
 
 def split_reward_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
     """reward.json as (rewards, details): numbers are rewards, any other value is a detail
     (result.json keeps it; the caller warns). No number at all is verifier_failed, and a
-    number that is not finite is a broken reward, as in `parse_reward_json`."""
+    number that is not finite is a broken reward, as in `parse_reward_json`.
+
+    The primary reward (key "reward", else the file's first key: what a trial counts as)
+    must be a number itself: a test that echoes the agent's answer into it beside a
+    second key ({"reward": ANSWER, "format_ok": 1}) would otherwise count the second
+    key whenever the answer is a string, `true` or null."""
+    data = _load_object(text)
     rewards: dict[str, float] = {}
     details: dict[str, Any] = {}
-    for key, value in _load_object(text).items():
+    for key, value in data.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             rewards[str(key)] = _finite(str(key), value)
         else:
             details[str(key)] = value
     if not rewards:
         raise VerifierFailed("reward.json holds no number: no reward")
-    return rewards, details
+    primary = "reward" if "reward" in data else next(iter(data))
+    if primary in details:
+        kind = type(details[primary]).__name__
+        raise VerifierFailed(f"reward.json: the primary reward {primary!r} is {kind}, not a number")
+    return _few(rewards), details
 
 
 def parse_reward_txt(text: str) -> dict[str, float]:

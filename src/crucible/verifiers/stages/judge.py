@@ -30,7 +30,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from crucible.errors import ModelFailed, VerifierFailed
-from crucible.llm.client import DEFAULT_API_KEY_ENV, ModelClient, ModelConfig
+from crucible.llm.client import (
+    DEFAULT_API_KEY_ENV,
+    ContentRefused,
+    ContextOverflow,
+    ModelClient,
+    ModelConfig,
+)
 from crucible.llm.pricing import cost_usd
 from crucible.records.text import storable
 from crucible.records.usage import Usage
@@ -164,9 +170,14 @@ class JudgeStage(Stage):
             return self.result(status="skipped", reason=f"judge not configured: {why}")
         base_url = spec.resolved_base_url()
         contracts = spec.contracts if spec.contracts is not None else ctx.required_contracts
-        messages = build_messages(
-            ctx.task.instruction, contracts, ctx.submission.texts(), ctx.trace
-        )
+        code = ctx.submission.texts()
+        size = sum(len(t) for t in code.values())
+        if size > CODE_CHARS:  # a cut would hide what follows it: padding, then the cheat
+            raise VerifierFailed(
+                f"the submission is {size} characters, more than the judge reads "
+                f"({CODE_CHARS}): not judged, and counted against it"
+            )
+        messages = build_messages(ctx.task.instruction, contracts, code, ctx.trace)
         model = spec.resolved_model()
         config = ModelConfig(
             model=model,
@@ -188,7 +199,18 @@ class JudgeStage(Stage):
         last = ""
         async with ModelClient(config) as client:
             for _ in range(spec.verdict_attempts):
-                reply = await client.chat(messages)  # ModelFailed when the endpoint fails
+                try:  # ModelFailed when the endpoint fails
+                    reply = await client.chat(messages)
+                except ContextOverflow as exc:  # the submission is the prompt's bulk
+                    raise VerifierFailed(
+                        f"the submission does not fit judge {model!r}'s context window, so "
+                        f"it counts against it: {str(exc)[:200]}"
+                    ) from exc
+                except ContentRefused as exc:  # the submission is the text under review
+                    raise VerifierFailed(
+                        f"judge {model!r}'s endpoint refused the submission's text, so it "
+                        f"counts against it: {exc.message[:300]}"
+                    ) from exc
                 usage = usage + reply.usage
                 stage_model.calls += 1
                 parsed = parse_verdict(reply.content)
