@@ -140,7 +140,10 @@ class Buildah(ImageTool):
 
     async def build(self, context: Path, tag: str, log: Path, timeout: float) -> str:
         iid = log.with_suffix(".iid")
+        # --http-proxy=false: Buildah hands the host's proxy variables (often a URL with
+        # the operator's credentials) to every RUN step, a task author's code.
         argv = [self.path, "build", "--pull-never", "--isolation", "chroot", "--layers"]
+        argv += ["--http-proxy=false"]
         argv += ["-f", str(context / "Dockerfile"), "-t", tag, "--iidfile", str(iid), str(context)]
         try:
             rc, _ = await _run(*argv, log=log, timeout=timeout)
