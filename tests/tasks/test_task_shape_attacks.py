@@ -70,3 +70,37 @@ def test_a_task_file_that_explodes_when_parsed_is_invalid_and_the_rest_are_check
     assert not by_name[name]["valid"]
     said = " ".join(p["message"] for p in by_name[name]["problems"])
     assert "nested" in said or "values" in said, said
+
+
+def test_a_huge_sparse_file_is_refused_before_it_is_hashed(tmp_path: Path) -> None:
+    # 1 TB that takes no disk and no time to make: hashing it (the task's digest) took
+    # hours, and the docker provider would have sent it to the engine in full.
+    data = tmp_path / "data"
+    task(data / "honest")
+    hostile = task(data / "sparse")
+    with (hostile / "environment" / "blob.bin").open("wb") as fh:
+        fh.truncate(1 << 40)
+    res = runner.invoke(app, ["tasks", "check", str(data), "--json"])
+    by_name = {t["name"]: t for t in json.loads(res.stdout)["tasks"]}
+    assert by_name["honest"]["valid"] and not by_name["sparse"]["valid"]
+    said = " ".join(p["message"] for p in by_name["sparse"]["problems"])
+    assert "bytes" in said, said
+
+
+def test_a_task_of_too_many_files_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crucible.tasks import taskfs
+
+    monkeypatch.setattr(taskfs, "MAX_TASK_ENTRIES", 500)  # the real cap is 200,000 entries
+    data = tmp_path / "data"
+    task(data / "honest")
+    many = task(data / "many") / "environment" / "files"
+    many.mkdir()
+    for i in range(600):
+        (many / str(i)).write_bytes(b"")
+    res = runner.invoke(app, ["tasks", "check", str(data), "--json"])
+    by_name = {t["name"]: t for t in json.loads(res.stdout)["tasks"]}
+    assert by_name["honest"]["valid"] and not by_name["many"]["valid"]
+    said = " ".join(p["message"] for p in by_name["many"]["problems"])
+    assert "more than 500 files" in said, said
