@@ -61,8 +61,9 @@ def stages(kind: str, url: str) -> str:
     head = '[metadata.crucible]\nsubmission = ["/app/main.py"]\n[[metadata.crucible.stages]]\n'
     if kind == "io":
         return head + 'kind = "io"\nreference = "tests/reference.py"\ncases = [{args = []}]\n'
-    return head + (f'kind = "judge"\nrole = "veto"\nmodel = "m"\nbase_url = "{url}"\n'
-                   'api_key_env = "CRUCIBLE_TEST_ESC_KEY"\nmax_retries = 0\n')  # fmt: skip
+    return (
+        head + f'kind = "judge"\nrole = "veto"\nmodel = "m"\nbase_url = "{url}"\nmax_retries = 0\n'
+    )
 
 
 def hex_format(s: str) -> str:
@@ -96,7 +97,7 @@ def dataset(root: Path, url: str) -> Path:
 
 
 def crucible(*args: str) -> str:
-    env = {**os.environ, "CRUCIBLE_TEST_ESC_KEY": "k", "COLUMNS": "250"}
+    env = {**os.environ, "COLUMNS": "250"}
     res = subprocess.run([sys.executable, "-m", "crucible.cli.main", *args], env=env,
                          capture_output=True, text=True, timeout=600, cwd=REPO)  # fmt: skip
     return res.stdout + res.stderr

@@ -255,6 +255,26 @@ async def test_one_build_per_digest_across_trials_and_jobs(buildah: None, tmp_pa
         await later.aclose()
 
 
+PROXY_SECRET = "http://operator:proxy-pass-5e1f@127.0.0.1:9"
+
+
+async def test_a_build_step_never_reads_the_hosts_proxy_credentials(
+    provider: LocalProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Attack: Buildah hands the host's proxy variables to every RUN step by default, and a
+    # proxy URL often carries the operator's credentials. The step writes what it sees
+    # into the image, where the agent (and anything the step sends) gets it.
+    for name in ("http_proxy", "HTTPS_PROXY", "no_proxy", "FTP_PROXY"):
+        monkeypatch.setenv(name, PROXY_SECRET)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-host-never-in-a-build")
+    env = make_env(tmp_path, "FROM debian:bookworm-slim\nARG http_proxy\nARG HTTPS_PROXY\n"
+                   "RUN (env; echo \"arg=$http_proxy $HTTPS_PROXY\") > /build-env\n")  # fmt: skip
+    async with await provider.create(spec(env)) as sb:
+        seen = (await sb.exec("cat /build-env", timeout=10)).stdout
+    assert "arg=" in seen
+    assert "proxy-pass" not in seen and "sk-host" not in seen, seen
+
+
 async def test_failed_build_is_task_invalid_with_the_log(
     provider: LocalProvider, tmp_path: Path
 ) -> None:

@@ -108,6 +108,18 @@ async def test_a_task_naming_host_credentials_is_invalid_naming_each_and_its_lin
     assert refused.value.error == "task_invalid" and not (tmp_path / "jobs" / "j").exists()
 
 
+@pytest.mark.parametrize(
+    "name", ["GITHUB_PAT", "OPENAI_APIKEY", "SENTRY_DSN", "REDIS_PASS", "DATABASE_URL", "DB_PWD"]
+)
+def test_credentials_spelled_otherwise_cannot_be_allowed(name: str) -> None:
+    # Attack: the operator is talked into `--task-env NAME` for a credential that the
+    # patterns missed (each of these was allowed, and its value handed to the task).
+    from crucible.tasks.hostvars import HostEnv, HostEnvRefused
+
+    with pytest.raises(HostEnvRefused, match="looks like a credential"):
+        HostEnv([name], {name: "secret"})
+
+
 async def test_with_defaults_the_host_is_never_read_and_no_secret_reaches_the_job(
     tmp_path: Path,
 ) -> None:

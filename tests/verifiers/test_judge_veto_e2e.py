@@ -77,8 +77,8 @@ def trials(jobs: Path, name: str) -> list[dict[str, Any]]:
 @pytest.fixture
 def judge(monkeypatch: pytest.MonkeyPatch) -> Any:
     with FakeOpenAI() as server:
-        monkeypatch.setenv("CRUCIBLE_TEST_WC_JUDGE_URL", server.url)
-        monkeypatch.setenv("CRUCIBLE_TEST_WC_JUDGE_KEY", "judge-secret")
+        monkeypatch.setenv("CRUCIBLE_JUDGE_BASE_URL", server.url)
+        monkeypatch.setenv("CRUCIBLE_JUDGE_API_KEY", "judge-secret")
         yield server
 
 
@@ -193,7 +193,7 @@ def test_terminal_agent_decorator_only_is_vetoed_and_proper_port_scores_one(
 def test_without_a_judge_endpoint_the_task_runs_offline_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("CRUCIBLE_TEST_WC_JUDGE_URL", raising=False)
+    monkeypatch.delenv("CRUCIBLE_JUDGE_BASE_URL", raising=False)
     jobs = tmp_path / "jobs"
     out = cli("run", str(TASK), "--agent", "oracle", "--env", "local", "--jobs-dir", str(jobs),
               "--job-name", "offline", "--max-retries", "0", "--json", "--quiet")  # fmt: skip
@@ -203,7 +203,7 @@ def test_without_a_judge_endpoint_the_task_runs_offline_and_says_so(
     judge_stage = v["stages"][-1]
     assert (judge_stage["status"], judge_stage["reason"]) == (
         "skipped",
-        "judge not configured: $CRUCIBLE_TEST_WC_JUDGE_URL is unset",
+        "judge not configured: $CRUCIBLE_JUDGE_BASE_URL is unset",
     )
     assert judge_stage["usage"] is None and v["rewards"] == {
         "reward": 1.0,

@@ -316,7 +316,7 @@ async def test_a_submission_cut_short_by_a_cap_is_not_read(tmp_path: Path) -> No
 
 # -- a judge with no endpoint configured -------------------------------------------------
 
-UNSET_ENV = "CRUCIBLE_TEST_JUDGE_UNSET_URL"
+UNSET_ENV = "CRUCIBLE_JUDGE_BASE_URL"
 
 
 def unconfigured_judge(policy: str | None, *, base_url: str | None = None) -> str:

@@ -82,8 +82,8 @@ def runs_get_verbose(jobs: Path, name: str) -> str:
 
 @pytest.fixture
 def judge(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> FakeOpenAI:
-    monkeypatch.setenv("CRUCIBLE_TEST_JUDGE_URL", fake_openai.url)
-    monkeypatch.setenv("CRUCIBLE_TEST_JUDGE_KEY", "judge-secret")
+    monkeypatch.setenv("CRUCIBLE_JUDGE_BASE_URL", fake_openai.url)
+    monkeypatch.setenv("CRUCIBLE_JUDGE_API_KEY", "judge-secret")
     return fake_openai
 
 
@@ -215,7 +215,7 @@ def _closed_port() -> int:
 def test_judge_endpoint_down_is_model_failed_not_zero(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CRUCIBLE_TEST_JUDGE_URL", f"http://127.0.0.1:{_closed_port()}/v1")
+    monkeypatch.setenv("CRUCIBLE_JUDGE_BASE_URL", f"http://127.0.0.1:{_closed_port()}/v1")
     summary = run(task_with(tmp_path, None), tmp_path / "jobs", "down")
     assert summary["outcomes"] == {"model_failed": 1}, summary
     assert summary["mean_reward"] is None  # left out of the mean, never a 0
@@ -250,7 +250,7 @@ def test_terminal_agent_decorator_only_rollout_is_vetoed(judge: FakeOpenAI, tmp_
     )
     result = runner.invoke(app, ["run", str(task_with(tmp_path, None)), "--agent", "terminal",
                                  "--env", "local", "--model", "gpt-4o", "--model-base-url", judge.url,
-                                 "--model-api-key-env", "CRUCIBLE_TEST_JUDGE_KEY", "--jobs-dir",
+                                 "--model-api-key-env", "CRUCIBLE_JUDGE_API_KEY", "--jobs-dir",
                                  str(tmp_path / "jobs"), "--job-name", "term", "--max-retries", "0",
                                  "--json", "--quiet"])  # fmt: skip
     assert result.exit_code == 0, result.output

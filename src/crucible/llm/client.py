@@ -66,7 +66,7 @@ class ToolsUnsupported(Exception):
 class ModelConfig:
     model: str
     base_url: str  # no default: see resolve_base_url
-    api_key_env: str = DEFAULT_API_KEY_ENV
+    api_key_env: str | None = DEFAULT_API_KEY_ENV  # None: no key is sent
     temperature: float | None = None
     max_output_tokens: int | None = None
     request_timeout_sec: float = 600.0
@@ -215,7 +215,7 @@ class ModelClient:
     def __init__(self, config: ModelConfig, *, transport: httpx.AsyncBaseTransport | None = None):
         self.config = config
         headers = {"Content-Type": "application/json"}
-        key = os.environ.get(config.api_key_env)
+        key = os.environ.get(config.api_key_env) if config.api_key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
         self._http = httpx.AsyncClient(
@@ -287,7 +287,8 @@ class ModelClient:
                 raise ToolsUnsupported(text)
             hint = None
             if status in (401, 403):
-                hint = f"check the API key in ${self.config.api_key_env}"
+                key_env = self.config.api_key_env
+                hint = f"check the API key in ${key_env}" if key_env else "no API key was sent"
             elif status == 404:
                 hint = f"check --model ({self.config.model}) and --model-base-url ({self.config.base_url})"
             raise ModelFailed(

@@ -45,6 +45,7 @@ from crucible.tasks.compose_fields import (
 )
 from crucible.tasks.hostvars import HostScope
 from crucible.tasks.models import EnvironmentSection
+from crucible.tasks.shape import parse_refused, shape_problem
 from crucible.tasks.taskfs import TaskFileRefused, context_problems, read_task_bytes
 
 log = logging.getLogger(__name__)
@@ -221,6 +222,10 @@ def load_compose(
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise invalid(path, "file", f"cannot be read as YAML: {e}") from e
+    except RecursionError as e:
+        raise invalid(path, "file", parse_refused(e)) from e
+    if (why := shape_problem(doc)) is not None:
+        raise invalid(path, "file", why)
     try:
         return _compose(path, doc, variables, main_image, host)
     finally:

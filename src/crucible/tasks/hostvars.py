@@ -27,6 +27,7 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # MODAL_*), of the model endpoints (*_API_KEY), and the usual cloud and CI secrets.
 CREDENTIALS = (
     "*API_KEY*",
+    "*APIKEY*",
     "*_KEY",
     "*ACCESS_KEY*",
     "*PRIVATE_KEY*",
@@ -35,6 +36,11 @@ CREDENTIALS = (
     "*SECRET*",
     "*PASSWORD*",
     "*PASSWD*",
+    "*_PASS",
+    "*_PWD",
+    "*_PAT",  # personal access tokens (GITHUB_PAT, GH_PAT)
+    "*_DSN",  # connection strings carry their password (SENTRY_DSN, PG_DSN)
+    "*DATABASE_URL*",
     "*CREDENTIAL*",
     "*_AUTH",
     "*_AUTH_*",

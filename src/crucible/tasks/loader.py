@@ -28,7 +28,13 @@ from crucible.tasks.problems import Problem, TaskCheck
 from crucible.tasks.steps import check_steps, read_instruction, refuse_links
 from crucible.tasks.support import compose_file, feature_uses
 from crucible.tasks.task_toml import TASK_TOML, check_config, field_line
-from crucible.tasks.taskfs import context_problems, read_task_bytes, read_task_text, task_entry
+from crucible.tasks.taskfs import (
+    context_problems,
+    read_task_bytes,
+    read_task_text,
+    task_entry,
+    tree_problem,
+)
 
 INSTRUCTION = "instruction.md"
 TEST_SCRIPT = "tests/test.sh"
@@ -77,6 +83,10 @@ def check_task(path: Path, host: HostEnv = NO_HOST) -> TaskCheck:
         return check
     if not path.is_dir():
         check.problems.append(Problem(path=path, message="a task is a directory holding task.toml"))
+        return check
+    if (too_big := tree_problem(path)) is not None:
+        # Before anything reads it: the digest alone would read every byte.
+        check.problems.append(Problem(path=path, message=f"the task folder is refused: {too_big}"))
         return check
 
     config = check_config(path, check)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from crucible.tasks.models import TaskConfig
 from crucible.tasks.problems import Problem, Report, Severity, TaskCheck
+from crucible.tasks.shape import parse_refused, shape_problem
 from crucible.tasks.taskfs import read_task_text
 
 TASK_TOML = "task.toml"
@@ -33,6 +34,12 @@ def check_config(task_dir: Path, check: TaskCheck) -> TaskConfig | None:
         if line is None and "end of document" in str(exc):
             line = max(len(text.splitlines()), 1)
         check.problems.append(Problem(path=toml_path, line=line, message=f"invalid TOML: {exc}"))
+        return None
+    except RecursionError as exc:
+        check.problems.append(Problem(path=toml_path, message=parse_refused(exc)))
+        return None
+    if (why := shape_problem(raw)) is not None:
+        check.problems.append(Problem(path=toml_path, message=why))
         return None
 
     lines = _TomlLines(text)

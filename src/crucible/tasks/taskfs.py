@@ -28,6 +28,11 @@ from pathlib import Path, PurePosixPath
 from crucible.tasks.problems import Problem, TaskCheck
 
 MAX_TASK_FILE = 8 << 20  # task.toml, an instruction, a Dockerfile, a compose file
+# The whole task folder: crucible hashes every byte of it (the task's digest) and sends
+# environment/ to a builder, so a 1 TB sparse file (made in an instant) or a million
+# files would hold the host for hours before any check said no.
+MAX_TASK_BYTES = 4 << 30  # apparent sizes: a sparse file is read and sent at full size
+MAX_TASK_ENTRIES = 200_000
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
@@ -122,6 +127,26 @@ def task_entry(root: Path, rel: str | PurePosixPath) -> str:
             return "link"
     mode = path.lstat().st_mode
     return "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else "other"
+
+
+def tree_problem(root: Path) -> str | None:
+    """Why the folder `root` is too big to hash or send (its entries, or the apparent
+    bytes of its files, past the caps), or None. Stops at the cap; links not followed."""
+    entries = size = 0
+    for dirpath, dirnames, filenames in os.walk(root):  # never enters a linked folder
+        for name in [*dirnames, *filenames]:
+            entries += 1
+            if entries > MAX_TASK_ENTRIES:
+                return f"it holds more than {MAX_TASK_ENTRIES} files and folders"
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(dirpath, name))
+                size += st.st_size if stat.S_ISREG(st.st_mode) else 0
+            if size > MAX_TASK_BYTES:
+                return (
+                    f"its files add up to more than {MAX_TASK_BYTES} bytes "
+                    "(sizes as read: a sparse file counts in full)"
+                )
+    return None
 
 
 def context_problems(context: Path) -> list[tuple[Path, str]]:

@@ -178,6 +178,9 @@ class Buildah(ImageTool):
         iid = (scratch / "iid") if scratch is not None else log.with_suffix(".iid")
         argv = [*(user.prefix() if user else []), self.path, "build"]
         argv += [*buildiso.build_options(network), "--pull-never", "--layers"]
+        # --http-proxy=false: Buildah hands the host's proxy variables (often a URL with
+        # the operator's credentials) to every RUN step, a task author's code.
+        argv += ["--http-proxy=false"]
         argv += ["-f", str(context / "Dockerfile"), "-t", tag, "--iidfile", str(iid), str(context)]
         try:
             rc = await buildiso.run_build(argv, network, log, timeout, user.env() if user else None)

@@ -27,11 +27,10 @@ import os
 import re
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from crucible.errors import ModelFailed, VerifierFailed
 from crucible.llm.client import (
-    DEFAULT_API_KEY_ENV,
     ContentRefused,
     ContextOverflow,
     ModelClient,
@@ -65,6 +64,14 @@ CODE_CHARS = 60_000  # of all submitted files together
 TRACE_CHARS = 20_000
 
 
+# The only host variables a judge stage reads, by field: the operator's, never the task's.
+JUDGE_VARS = {
+    "base_url_env": "CRUCIBLE_JUDGE_BASE_URL",
+    "api_key_env": "CRUCIBLE_JUDGE_API_KEY",
+    "model_env": "CRUCIBLE_JUDGE_MODEL",
+}
+
+
 def _env(name: str | None) -> str:
     """The value of environment variable `name`, stripped ("" when unset or unnamed)."""
     return os.environ.get(name, "").strip() if name else ""
@@ -74,10 +81,10 @@ class JudgeSpec(StageSpec):
     kind: str = "judge"
     role: StageRole = "veto"
     model: str
-    model_env: str | None = None  # an env var that, when set, names the model instead
-    base_url: str | None = None
-    base_url_env: str | None = None  # the env var that holds the base URL (wins over base_url)
-    api_key_env: str = DEFAULT_API_KEY_ENV
+    model_env: str | None = None  # $CRUCIBLE_JUDGE_MODEL: when set, names the model instead
+    base_url: str | None = None  # the task's own endpoint: called without any key
+    base_url_env: str | None = None  # $CRUCIBLE_JUDGE_BASE_URL (wins over base_url)
+    api_key_env: str = JUDGE_VARS["api_key_env"]  # sent to $CRUCIBLE_JUDGE_BASE_URL only
     contracts: list[str] | None = None  # default: what the task's contracts stages require
     temperature: float | None = 0.0
     max_output_tokens: int | None = 1024
@@ -87,6 +94,22 @@ class JudgeSpec(StageSpec):
     verdict_attempts: int = Field(default=2, ge=1, le=5)
     # No endpoint configured at all: "error" (model_failed) or "skip" (recorded as skipped).
     if_unconfigured: Literal["error", "skip"] = "error"
+
+    @field_validator("base_url_env", "api_key_env", "model_env")
+    @classmethod
+    def _crucibles_own(cls, value: str | None, info: Any) -> str | None:
+        own = JUDGE_VARS[str(info.field_name)]
+        if value is not None and value != own:
+            raise ValueError(
+                f"{value!r}: a task's judge reads no host variable but ${own} "
+                f"(the operator's; write {info.field_name} = {own!r} or leave it out)"
+            )
+        return value
+
+    def key_env(self) -> str | None:
+        """The variable whose key is sent: only to the operator's endpoint, never to a
+        `base_url` the task wrote."""
+        return self.api_key_env if self._env_url() else None
 
     def resolved_model(self) -> str:
         return _env(self.model_env) or self.model
@@ -182,7 +205,7 @@ class JudgeStage(Stage):
         config = ModelConfig(
             model=model,
             base_url=base_url,
-            api_key_env=spec.api_key_env,
+            api_key_env=spec.key_env(),
             temperature=spec.temperature,
             max_output_tokens=spec.max_output_tokens,
             request_timeout_sec=spec.request_timeout_sec,
