@@ -10,12 +10,12 @@ from urllib.parse import quote
 
 from crucible.metrics.model import GroupMetrics, JobMetrics, Report
 from crucible.reports import svg
+from crucible.reports.cells import fmt
 from crucible.reports.load import LoadedJob
 from crucible.reports.tables import (
     Row,
     breakdown_rows,
     comparison_rows,
-    fmt,
     notes,
     reason_rows,
     results_rows,

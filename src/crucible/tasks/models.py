@@ -9,8 +9,6 @@ tasks/support.py, not refused here.
 
 from __future__ import annotations
 
-import ipaddress
-import re
 import unicodedata
 from enum import StrEnum
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from crucible.tasks.hosts import normalize_hosts
 from crucible.tasks.sections import (
     ArtifactSection,
     CollectHook,
@@ -45,46 +44,6 @@ def parse_size_mb(size: str) -> int:
     if not s or s[-1] not in units:
         raise ValueError(f"invalid size {size!r}: expected a number with G, M or K, like '2G'")
     return int(float(s[:-1]) * units[s[-1]])
-
-
-_HOST_LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-_BAD_HOST = (
-    "allowed_hosts entries must be hostnames (a leading '*.' allowed), IP addresses or "
-    "IP ranges (CIDR), not URLs, ports or paths"
-)
-
-
-def _host_entry(value: str) -> str:
-    """One allowlist entry in Harbor's forms: a hostname, `*.domain`, an IP address, a CIDR."""
-    if "/" in value:
-        try:
-            return ipaddress.ip_network(value, strict=True).compressed
-        except ValueError:
-            raise ValueError(f"{_BAD_HOST}: {value!r}") from None
-    if ":" in value:  # an IPv6 address; a host:port is refused
-        try:
-            return ipaddress.IPv6Address(value).compressed
-        except ValueError:
-            raise ValueError(f"{_BAD_HOST}: {value!r}") from None
-    name = value.removeprefix("*.")
-    if "*" in name or not all(_HOST_LABEL.match(label) for label in name.split(".")):
-        raise ValueError(f"{_BAD_HOST}: {value!r}")
-    return value
-
-
-def _normalize_hosts(hosts: list[str], where: str) -> list[str]:
-    out: list[str] = []
-    for host in hosts:
-        value = str(host).strip().lower().rstrip(".")
-        if not value:
-            continue
-        try:
-            value = _host_entry(value)
-        except ValueError as exc:
-            raise ValueError(f"{where}.allowed_hosts: {exc}") from None
-        if value not in out:
-            out.append(value)
-    return out
 
 
 class _Section(BaseModel):
@@ -125,7 +84,7 @@ class _Phase(_Section):
     @model_validator(mode="after")
     def _policy(self) -> _Phase:
         where = "agent" if isinstance(self, AgentSection) else "verifier"
-        self.allowed_hosts = _normalize_hosts(self.allowed_hosts, where)
+        self.allowed_hosts = normalize_hosts(self.allowed_hosts, where)
         self.network_mode = _network_policy(where, self.network_mode, self.allowed_hosts)
         return self
 
@@ -205,7 +164,7 @@ class EnvironmentSection(_Section):
             except ValueError as exc:
                 raise ValueError(f"environment.storage: {exc}") from None
             self.storage = None
-        self.allowed_hosts = _normalize_hosts(self.allowed_hosts, "environment")
+        self.allowed_hosts = normalize_hosts(self.allowed_hosts, "environment")
         self.network_mode = _network_policy("environment", self.network_mode, self.allowed_hosts)
         if self.cpus <= 0:
             raise ValueError("environment.cpus must be positive")

@@ -49,6 +49,7 @@ from crucible.errors import SandboxFailed
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.bwrap import BwrapLayout, build_argv, etc_snapshot, find_bwrap
 from crucible.sandboxes.local.cgroups import SandboxCgroup, detect, remove_paths
+from crucible.sandboxes.local.gpus import gpu_devices
 from crucible.sandboxes.local.oneshotio import (
     Reader,
     drain,
@@ -60,7 +61,6 @@ from crucible.sandboxes.local.oneshotio import (
 )
 from crucible.sandboxes.local.oneshotmem import watch_memory
 from crucible.sandboxes.local.oneshotns import Spawner
-from crucible.sandboxes.local.sandbox import gpu_devices
 
 # Host uids of one-shot runs when we are root: past the slots' range (hostuid.UID_BASE +
 # 2**30), one per run: a run's processes can signal no trial's sandbox, nor another run.

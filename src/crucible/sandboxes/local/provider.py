@@ -34,6 +34,7 @@ from crucible.sandboxes.base import (
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.bwrap import bwrap_version, etc_snapshot, find_bwrap
 from crucible.sandboxes.local.cgroups import CgroupSupport, detect
+from crucible.sandboxes.local.gpus import gpu_count, gpu_devices
 from crucible.sandboxes.local.host import SandboxHost
 from crucible.sandboxes.local.imagemode import remove_layers
 from crucible.sandboxes.local.init import find_bash
@@ -45,7 +46,7 @@ from crucible.sandboxes.local.pool import (
     remove_stray_cgroups,
     safe_name,
 )
-from crucible.sandboxes.local.sandbox import LocalSandbox, gpu_count, gpu_devices
+from crucible.sandboxes.local.sandbox import LocalSandbox
 from crucible.sandboxes.local.userland import Userlands
 
 __all__ = ["LocalProvider", "LocalSandbox", "default_runtime_dir", "gpu_count", "gpu_devices"]

@@ -19,10 +19,8 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import signal
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crucible.errors import SandboxFailed
@@ -34,6 +32,7 @@ from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, build_argv
 from crucible.sandboxes.local.execs import ENV_KEY, LocalExecs, PendingExec
 from crucible.sandboxes.local.files import MOUNTED, LocalFiles
+from crucible.sandboxes.local.gpus import gpu_devices
 from crucible.sandboxes.local.grading import LocalGrading
 from crucible.sandboxes.local.host import SandboxHost
 from crucible.sandboxes.local.init import CTL, INIT_NAME, WORKER_NAME, server_script
@@ -48,15 +47,6 @@ LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 # Writable places besides the workdir and HOME: each top-level one is a tmpfs mount.
 WRITABLE = ("/tmp", "/logs", "/tests", "/solution")
 READY_TIMEOUT_SEC = 30.0
-
-
-def gpu_devices() -> list[str]:
-    dev = Path("/dev")
-    return sorted(str(p) for p in dev.glob("nvidia*") if not p.is_dir())
-
-
-def gpu_count() -> int:
-    return len([d for d in gpu_devices() if re.fullmatch(r"/dev/nvidia\d+", d)])
 
 
 def root_tmpfs_mb(storage_mb: int | None, memory_mb: int, *, cgroups: bool) -> int:

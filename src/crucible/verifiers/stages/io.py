@@ -49,8 +49,8 @@ from pydantic import Field, model_validator
 from crucible.errors import ResourcesUnavailable, TaskInvalid
 from crucible.modalrt.trace import TIMEOUT_EXIT, Trace
 from crucible.records.verifier import StageResult, StageRole
+from crucible.sandboxes.local.gpus import gpu_count
 from crucible.sandboxes.local.oneshot import OneShotResult
-from crucible.sandboxes.local.sandbox import gpu_count
 from crucible.verifiers.stages import iorun
 from crucible.verifiers.stages.base import Stage, StageContext, StageSpec
 from crucible.verifiers.stages.iocases import (

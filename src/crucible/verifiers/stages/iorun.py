@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crucible.sandboxes.local.gpus import gpu_count
 from crucible.sandboxes.local.oneshot import OneShotResult, OneShotSpec, run_oneshot
-from crucible.sandboxes.local.sandbox import gpu_count
 from crucible.verifiers.stages.iodriver import JOB_FILE, SIDE_CAP
 from crucible.verifiers.stages.ioenv import WORKDIR, pyenv
 
