@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 A_ADDR, B_ADDR = "169.254.77.1", "169.254.77.2"
+LATE_ADDR = "169.254.78.1"  # an address A gains while the sandbox runs (a new bridge's)
 
 # B: wait for "go" (its address is configured then), listen, say the port, greet callers.
 OUTSIDE = f"""
@@ -38,7 +39,11 @@ def ip(*args: str, pid: int | None = None) -> None:
     subprocess.run([*pre, "ip", *args], check=True)
 
 
-async def probe_all(targets: dict[str, tuple[str, int]]) -> dict[str, str]:
+async def probe_all(
+    targets: dict[str, tuple[str, int]], late: dict[str, tuple[str, int]] | None = None
+) -> dict[str, str]:
+    """Each target's answer from a sandbox with network; `late` ones get their address on
+    A's loopback only once the sandbox runs (their listener is on all addresses)."""
     from crucible.sandboxes.base import SandboxSpec
     from crucible.sandboxes.local.provider import LocalProvider
 
@@ -47,7 +52,9 @@ async def probe_all(targets: dict[str, tuple[str, int]]) -> dict[str, str]:
     out: dict[str, str] = {}
     try:
         async with await provider.create(SandboxSpec(job_id="world", network="public")) as sb:
-            for name, (addr, port) in targets.items():
+            for addr in {a for a, _ in (late or {}).values()}:
+                ip("addr", "add", f"{addr}/32", "dev", "lo")
+            for name, (addr, port) in {**targets, **(late or {})}.items():
                 r = await sb.exec(
                     f"timeout 3 bash -c 'exec 3<>/dev/tcp/{addr}/{port} && head -n 1 <&3' "
                     "2>&1 || echo closed",
@@ -57,6 +64,12 @@ async def probe_all(targets: dict[str, tuple[str, int]]) -> dict[str, str]:
     finally:
         await provider.aclose()
     return out
+
+
+async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.write(b"host service on every address\n")
+    await writer.drain()
+    writer.close()
 
 
 def start_outside() -> subprocess.Popen[str]:
@@ -91,7 +104,10 @@ async def main() -> None:
             servers.append(srv)
             targets[name] = (addr, srv.sockets[0].getsockname()[1])
         targets["gateway"] = ("10.0.2.2", targets["host_loopback"][1])
-        report = await probe_all(targets)
+        every = await asyncio.start_server(greet, "0.0.0.0", 0)
+        servers.append(every)
+        late = {"late_address": (LATE_ADDR, every.sockets[0].getsockname()[1])}
+        report = await probe_all(targets, late)
         for srv in servers:
             srv.close()
         print(json.dumps(report))

@@ -221,3 +221,42 @@ async def test_docker_forwards_only_the_agents_endpoint(
         for srv in servers:
             srv.close()
     assert served == addrs
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(os.geteuid() != 0, reason="the routes are written in the container's netns")
+async def test_a_host_address_made_while_a_container_runs_is_blocked_too(
+    docker_provider: Any, docker_spec: Any
+) -> None:
+    """A compose trial beside this one makes a bridge network: its gateway is a new address
+    of this host, and a host service on all addresses answers there. The container that
+    was already running must not reach it (its routes listed the host's addresses only at
+    start; addrwatch.py blocks each new one as it appears)."""
+    import docker
+
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"host service\n")
+        await writer.drain()
+        writer.close()
+
+    client = docker.from_env()
+    net = None
+    try:
+        async with await docker_provider.create(docker_spec(network="public")) as sb:
+            net = client.networks.create(f"crucible-late-{secrets.token_hex(4)}", driver="bridge")
+            net.reload()
+            gateway = net.attrs["IPAM"]["Config"][0]["Gateway"]
+            # The bridge's gateway address appears on the host when the network is made.
+            server = await asyncio.start_server(greet, gateway, 0)
+            port = server.sockets[0].getsockname()[1]
+            try:
+                r = await sb.exec(
+                    f"timeout 3 bash -c 'exec 3<>/dev/tcp/{gateway}/{port} && head -n 1 <&3'"
+                    " 2>/dev/null || echo closed"
+                )
+            finally:
+                server.close()
+            assert r.stdout.strip() == "closed", (gateway, r)
+    finally:
+        if net is not None:
+            net.remove()

@@ -6,7 +6,8 @@ answer it. Where the engine runs on this machine and crucible is root, each
 address of the host gets a `prohibit` route in the container's network
 namespace right after it starts (netlink.py, no process). The container cannot
 remove them: Docker withholds CAP_NET_ADMIN by default and crucible refuses
-`cap_add` and `privileged`. What stays open: the window between the start and the
+`cap_add` and `privileged`. An address the host gains later (another trial's
+compose network) is blocked in it as it appears (addrwatch.py). What stays open: the window between the start and the
 routes (the image's ENTRYPOINT already runs), compose sidecars (a task author's,
 not the agent's), and every engine that is not local or not ours to enter: there
 `capabilities().host_addresses` is "reachable" and `sandboxes check` says so.
@@ -18,7 +19,7 @@ import os
 from typing import Any
 
 from crucible.errors import SandboxFailed
-from crucible.sandboxes import netlink
+from crucible.sandboxes import addrwatch, netlink
 from crucible.sandboxes.forward import Forwards
 from crucible.sandboxes.hostnet import host_ipv4
 
@@ -27,10 +28,12 @@ def can_block(engine_url: str) -> bool:
     return os.geteuid() == 0 and engine_url.startswith("unix:")
 
 
-def block_in(container: dict[str, Any]) -> tuple[int, list[str]]:
+def block_in(container: dict[str, Any]) -> tuple[int, list[str], int]:
     """Add the prohibit routes to the namespace of this (inspected, running) container,
-    found by its pid and checked to be that container's (its cgroup names its id).
-    Returns that pid and the addresses blocked."""
+    found by its pid and checked to be that container's (its cgroup names its id), and
+    keep blocking each address the host gains while it runs (addrwatch.py: a compose
+    trial's bridge beside it). Returns that pid, the addresses blocked, the watch's token
+    (HostForwards.close_forwards ends it)."""
     pid = int((container.get("State") or {}).get("Pid") or 0)
     cid = str(container.get("Id") or "")
     if pid <= 0 or not cid:
@@ -42,7 +45,7 @@ def block_in(container: dict[str, Any]) -> tuple[int, list[str]]:
                 raise OSError(f"pid {pid} is not container {cid[:12]} here")
         addrs = host_ipv4()
         netlink.prohibit(fd, addrs)
-        return pid, addrs
+        return pid, addrs, addrwatch.watch(fd)
     finally:
         os.close(fd)
 
@@ -54,6 +57,7 @@ class HostForwards:
     blocked: list[str] | None = None  # set by the provider once the routes are in
     forwards: Forwards | None = None
     container_pid = 0
+    address_watch = 0  # addrwatch's token, from block_in
 
     async def expose_url(self, url: str) -> str:
         if self.blocked is None:  # the engine's own networking applies, as before
@@ -66,5 +70,7 @@ class HostForwards:
             raise SandboxFailed(f"could not forward {url} into the container: {e}") from e
 
     async def close_forwards(self) -> None:
+        addrwatch.unwatch(self.address_watch)
+        self.address_watch = 0
         if self.forwards is not None:
             await self.forwards.close()

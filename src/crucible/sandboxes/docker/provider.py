@@ -297,7 +297,9 @@ class DockerProvider(Provider):
         if spec.network == "public" and not shared and hostblock.can_block(self._where()):
             try:  # before any exec: the agent never sees the host's addresses (hostblock.py)
                 info = await self._call(api.inspect_container, cid)
-                sandbox.container_pid, sandbox.blocked = hostblock.block_in(info)
+                sandbox.container_pid, sandbox.blocked, sandbox.address_watch = hostblock.block_in(
+                    info
+                )
             except (docker.errors.DockerException, OSError) as e:
                 await sandbox.close()
                 raise SandboxFailed(
