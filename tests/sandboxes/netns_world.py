@@ -1,10 +1,13 @@
 """A small world with no way off the machine, for the local provider's route out.
 
-Run as root under `unshare --net` (test_local_network_route.py does): this process is
-then in a network namespace "A" of its own, with no interface but what it makes. It
+Run as root under `unshare --net --mount` (test_local_network_route.py does): this
+process is then in a network namespace "A" of its own, with no interface but what it
+makes. It
 makes a second namespace "B" (the outside world) joined to A by a veth pair with
 link-local addresses (169.254.77.1 in A, 169.254.77.2 in B), starts a listener in B,
 and listeners on A's 127.0.0.1 and 169.254.77.1 (the "host's" loopback and own address).
+A's resolv.conf (in its own mount namespace) names a resolver on A's loopback; an address
+A gains only while the sandbox runs is probed too.
 Then a local sandbox with network, whose slirp4netns runs in A, probes each. No packet
 can leave: neither namespace has an interface to anything else. Prints a JSON report.
 """
@@ -15,8 +18,10 @@ import asyncio
 import json
 import subprocess
 import sys
+import tempfile
 
 A_ADDR, B_ADDR = "169.254.77.1", "169.254.77.2"
+LATE_ADDR = "169.254.78.1"  # an address A gains while the sandbox runs (a new bridge's)
 
 # B: wait for "go" (its address is configured then), listen, say the port, greet callers.
 OUTSIDE = f"""
@@ -38,7 +43,11 @@ def ip(*args: str, pid: int | None = None) -> None:
     subprocess.run([*pre, "ip", *args], check=True)
 
 
-async def probe_all(targets: dict[str, tuple[str, int]]) -> dict[str, str]:
+async def probe_all(
+    targets: dict[str, tuple[str, int]], late: dict[str, tuple[str, int]] | None = None
+) -> dict[str, str]:
+    """Each target's answer from a sandbox with network; `late` ones get their address on
+    A's loopback only once the sandbox runs (their listener is on all addresses)."""
     from crucible.sandboxes.base import SandboxSpec
     from crucible.sandboxes.local.provider import LocalProvider
 
@@ -47,7 +56,9 @@ async def probe_all(targets: dict[str, tuple[str, int]]) -> dict[str, str]:
     out: dict[str, str] = {}
     try:
         async with await provider.create(SandboxSpec(job_id="world", network="public")) as sb:
-            for name, (addr, port) in targets.items():
+            for addr in {a for a, _ in (late or {}).values()}:
+                ip("addr", "add", f"{addr}/32", "dev", "lo")
+            for name, (addr, port) in {**targets, **(late or {})}.items():
                 r = await sb.exec(
                     f"timeout 3 bash -c 'exec 3<>/dev/tcp/{addr}/{port} && head -n 1 <&3' "
                     "2>&1 || echo closed",
@@ -59,6 +70,12 @@ async def probe_all(targets: dict[str, tuple[str, int]]) -> dict[str, str]:
     return out
 
 
+async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.write(b"a host service\n")
+    await writer.drain()
+    writer.close()
+
+
 def start_outside() -> subprocess.Popen[str]:
     return subprocess.Popen(
         ["unshare", "--net", sys.executable, "-c", OUTSIDE],
@@ -68,8 +85,18 @@ def start_outside() -> subprocess.Popen[str]:
     )
 
 
+def resolver_on_loopback() -> None:
+    """A's resolv.conf names a resolver on A's loopback (as systemd-resolved's 127.0.0.53
+    does), in this process's own mount namespace only."""
+    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
+    conf.write("nameserver 127.0.0.1\n")
+    conf.close()
+    subprocess.run(["mount", "--bind", conf.name, "/etc/resolv.conf"], check=True)
+
+
 async def main() -> None:
     ip("link", "set", "lo", "up")
+    resolver_on_loopback()
     outside = start_outside()
     assert outside.stdin is not None and outside.stdout is not None
     try:
@@ -91,7 +118,15 @@ async def main() -> None:
             servers.append(srv)
             targets[name] = (addr, srv.sockets[0].getsockname()[1])
         targets["gateway"] = ("10.0.2.2", targets["host_loopback"][1])
-        report = await probe_all(targets)
+        # slirp's DNS address reaches the resolver on A's loopback at port 53 (by design,
+        # DNS works so), and no other port there.
+        servers.append(await asyncio.start_server(greet, "127.0.0.1", 53))
+        targets["resolver"] = ("10.0.2.3", 53)
+        targets["resolver_other_port"] = ("10.0.2.3", targets["host_loopback"][1])
+        every = await asyncio.start_server(greet, "0.0.0.0", 0)
+        servers.append(every)
+        late = {"late_address": (LATE_ADDR, every.sockets[0].getsockname()[1])}
+        report = await probe_all(targets, late)
         for srv in servers:
             srv.close()
         print(json.dumps(report))

@@ -7,6 +7,7 @@ nothing is made."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -433,3 +434,58 @@ async def test_a_sidecar_context_linking_a_host_file_is_refused_before_any_build
     with pytest.raises(TaskInvalid, match=r"db/key: a link to an absolute path"):
         await docker_provider.create(docker_spec(dockerfile_dir=path.parent))
     assert docker_provider.images.builds_run == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the routes are written in the netns as root")
+async def test_a_sidecar_cannot_reach_the_host(
+    docker_provider: DockerProvider, docker_spec: Any, tmp_path: Path
+) -> None:
+    """A sidecar is the task author's code, with the trial's network: its command tries a
+    host service on docker0's address from its first instant (through its own bridge's
+    gateway, which is the host). Before, sidecars got no prohibit routes at all and read
+    it; now each starts on "none" and joins the network frozen until they are in."""
+    import asyncio
+
+    from crucible.sandboxes.hostnet import host_ipv4
+
+    hits: list[str] = []
+
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hits.append(str(writer.get_extra_info("peername")))
+        writer.write(b"host service\n")
+        await writer.drain()
+        writer.close()
+
+    host = "172.17.0.1"
+    if host not in host_ipv4():
+        pytest.skip("no default docker bridge on this host")
+    server = await asyncio.start_server(greet, host, 0)
+    port = server.sockets[0].getsockname()[1]
+    steal = (
+        f"for ((i = 0; i < 3000; i++)); do if exec 3<>/dev/tcp/{host}/{port}; then"
+        " head -n 1 <&3 > /tmp/stolen; break; fi; done 2>/dev/null;"
+        ' echo "tried $i" > /tmp/ran; sleep infinity'
+    ).replace("$", "$$")  # compose's escape: the shell's own variables
+    path = compose(
+        tmp_path,
+        f"""
+        services:
+          main: {{}}
+          thief:
+            image: {BASE_IMAGE}
+            command: ["bash", "-c", {json.dumps(steal)}]
+        """,
+    )
+    try:
+        async with await docker_provider.create(
+            docker_spec(compose_file=path, network="public")
+        ) as box:
+            thief = box.service("thief")
+            assert thief is not None
+            r = await thief.exec(
+                "for i in $(seq 200); do [ -e /tmp/ran ] && break; sleep 0.05; done;"  # timing-ok: bounded poll on the sidecar's file
+                " cat /tmp/ran /tmp/stolen 2>/dev/null"
+            )
+    finally:
+        server.close()
+    assert r.stdout == "tried 3000\n" and hits == [], (hits, r.stdout)

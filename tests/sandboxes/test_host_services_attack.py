@@ -221,3 +221,98 @@ async def test_docker_forwards_only_the_agents_endpoint(
         for srv in servers:
             srv.close()
     assert served == addrs
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(os.geteuid() != 0, reason="the routes are written in the container's netns")
+async def test_a_host_address_made_while_a_container_runs_is_blocked_too(
+    docker_provider: Any, docker_spec: Any
+) -> None:
+    """A compose trial beside this one makes a bridge network: its gateway is a new address
+    of this host, and a host service on all addresses answers there. The container that
+    was already running must not reach it (its routes listed the host's addresses only at
+    start; addrwatch.py blocks each new one as it appears)."""
+    import docker
+
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"host service\n")
+        await writer.drain()
+        writer.close()
+
+    client = docker.from_env()
+    net = None
+    try:
+        async with await docker_provider.create(docker_spec(network="public")) as sb:
+            net = client.networks.create(f"crucible-late-{secrets.token_hex(4)}", driver="bridge")
+            net.reload()
+            gateway = net.attrs["IPAM"]["Config"][0]["Gateway"]
+            # The bridge's gateway address appears on the host when the network is made.
+            server = await asyncio.start_server(greet, gateway, 0)
+            port = server.sockets[0].getsockname()[1]
+            try:
+                r = await sb.exec(
+                    f"timeout 3 bash -c 'exec 3<>/dev/tcp/{gateway}/{port} && head -n 1 <&3'"
+                    " 2>/dev/null || echo closed"
+                )
+            finally:
+                server.close()
+            assert r.stdout.strip() == "closed", (gateway, r)
+    finally:
+        if net is not None:
+            net.remove()
+
+
+EARLY = r"""#!/bin/bash
+# A hostile image's ENTRYPOINT: it runs the moment the container starts, before crucible
+# has written the container's routes, and races them to the host's service.
+gw=$ATTACK_GW
+for ((i = 0; i < 20000; i++)); do
+  if exec 3<>/dev/tcp/$gw/$ATTACK_PORT; then head -n 1 <&3 > /tmp/stolen; break; fi
+done 2>/dev/null
+echo "tried $i" > /tmp/early.ran
+exec "$@"
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(os.geteuid() != 0, reason="the routes are written in the container's netns")
+async def test_an_image_entrypoint_cannot_race_the_routes(
+    docker_provider: Any, docker_spec: Any, tmp_path: Path
+) -> None:
+    """The image's ENTRYPOINT (the task author's) starts with the container. Before, it
+    ran on the bridge before the host's addresses were blocked, and its first tries
+    reached a host service on the gateway (1 run in 2). Now the container starts on
+    network "none" and joins the bridge frozen, until its routes are in."""
+    hits: list[str] = []
+
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hits.append(str(writer.get_extra_info("peername")))
+        writer.write(b"host service\n")
+        await writer.drain()
+        writer.close()
+
+    gateway = "172.17.0.1"  # docker0's: the default bridge's gateway, an address of the host
+    if gateway not in host_ipv4():
+        pytest.skip("no default docker bridge on this host")
+    server = await asyncio.start_server(greet, gateway, 0)
+    port = server.sockets[0].getsockname()[1]
+    env = tmp_path / "env"
+    env.mkdir()
+    (env / "early.sh").write_text(EARLY)
+    (env / "early.sh").chmod(0o755)
+    (env / "Dockerfile").write_text(
+        f'FROM {BASE_IMAGE}\nCOPY early.sh /early.sh\nENTRYPOINT ["/early.sh"]\n'
+    )
+    spec = docker_spec(
+        dockerfile_dir=env, environment_digest=f"early-{secrets.token_hex(4)}",
+        network="public", env={"ATTACK_PORT": str(port), "ATTACK_GW": gateway},
+    )  # fmt: skip
+    try:
+        async with await docker_provider.create(spec) as sb:
+            r = await sb.exec(
+                "for i in $(seq 200); do [ -e /tmp/early.ran ] && break; sleep 0.05; done;"  # timing-ok: bounded poll on the entrypoint's file
+                " cat /tmp/early.ran /tmp/stolen 2>/dev/null"
+            )
+    finally:
+        server.close()
+    assert r.stdout == "tried 20000\n" and hits == [], (hits, r.stdout)

@@ -42,13 +42,16 @@ def _gone(pid: int) -> bool:
 def test_route_out_reaches_the_outside_but_not_the_host() -> None:
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
     out = subprocess.run(
-        ["unshare", "--net", sys.executable, str(ROOT / "tests/sandboxes/netns_world.py")],
+        ["unshare", "--net", "--mount", "--propagation", "private",
+         sys.executable, str(ROOT / "tests/sandboxes/netns_world.py")],
         capture_output=True, text=True, timeout=300, env=env, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["outside"] == "hello from outside"
-    for name in ("host_loopback", "host_address", "gateway"):
+    assert report["resolver"] == "a host service"  # its port 53 only
+    # late_address: one the host gained while the sandbox ran (a compose trial's bridge)
+    for name in ("host_loopback", "host_address", "gateway", "late_address", "resolver_other_port"):
         assert report[name].endswith("closed"), (name, report[name])
 
 

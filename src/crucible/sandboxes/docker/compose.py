@@ -32,6 +32,7 @@ from typing import Any
 
 from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import Sandbox, SandboxSpec
+from crucible.sandboxes.docker import hostblock
 from crucible.sandboxes.docker.build import ImageCache
 from crucible.sandboxes.docker.client import EngineClient
 from crucible.sandboxes.docker.exec import KEEPER_CMD
@@ -109,8 +110,10 @@ class ComposeStack:
         labels: dict[str, str],
         hardening: dict[str, Any],
         timeout: float = DEFAULT_START_TIMEOUT_SEC,
+        block_host: bool = False,  # hostblock.can_block: its addresses blocked in sidecars
     ) -> None:
         assert spec.compose_file is not None
+        self._block_host = block_host
         self.spec = spec
         variables = compose_variables(
             spec.env,
@@ -249,6 +252,9 @@ class ComposeStack:
         memory = svc.memory_mb or spec.memory_mb
         pids = svc.pids_limit or spec.pids_limit
         name = f"{self._prefix}-{svc.name}"
+        # A sidecar is the task author's code: with network, it starts on "none" and joins
+        # the trial's network once the host's addresses are blocked in it (hostblock.py).
+        late = self.network is not None and self._block_host
         created = await self._call(
             api.create_container,
             image,
@@ -262,14 +268,14 @@ class ComposeStack:
             labels={**svc.labels, **self._labels, LABEL_SERVICE: svc.name},
             healthcheck=health_config(svc.healthcheck),
             volumes=svc.volumes or None,
-            networking_config=self._endpoint(svc.name),
+            networking_config=None if late else self._endpoint(svc.name),
             host_config=api.create_host_config(
                 init=bool(svc.init),
                 nano_cpus=int((svc.cpus or spec.cpus) * 1e9),
                 mem_limit=f"{memory}m",
                 memswap_limit=f"{memory}m",
                 pids_limit=pids,
-                network_mode=self._mode,
+                network_mode="none" if late else self._mode,
                 read_only=svc.read_only,
                 tmpfs=svc.tmpfs or None,
                 **self._hardening,
@@ -291,6 +297,11 @@ class ComposeStack:
         user = svc.user or await self._images.user_of(image)
         self.sidecars[svc.name] = DockerSandbox(self._engine, sidecar_spec, cid, name, user)
         await self._call(api.start, cid)
+        if late:
+            assert self.network is not None
+            await hostblock.join_late(
+                self._call, api, self.sidecars[svc.name], self.network, [svc.name]
+            )
         log.debug("compose service %s started as %s", svc.name, name)
 
     async def _wait(self, name: str, condition: Condition, deadline: float) -> None:

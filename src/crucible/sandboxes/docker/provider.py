@@ -190,7 +190,10 @@ class DockerProvider(Provider):
             engine = EngineClient(lambda: self._api, self._call, self._pool)
             hardening = {"cap_drop": CAP_DROP, "security_opt": ["no-new-privileges"]}
             timeout = start_timeout(spec.params.get("compose_timeout"), self._compose_timeout)
-            stack = ComposeStack(engine, self.images, spec, labels, hardening, timeout)
+            stack = ComposeStack(
+                engine, self.images, spec, labels, hardening, timeout,
+                block_host=hostblock.can_block(self._where()),
+            )  # fmt: skip
         if not spec.image and spec.dockerfile_dir is None:
             # A spec naming no image (the conformance suite, ad-hoc sandboxes) gets the base one.
             spec = spec.model_copy(update={"image": self._default_image})
@@ -232,6 +235,12 @@ class DockerProvider(Provider):
             endpoint = api.create_endpoint_config(aliases=opts.aliases)
             networking = api.create_networking_config({network: endpoint})
         shared = network.startswith("container:")  # a namespace that has its own host name
+        # Where the host's addresses get blocked, the container starts with no network: the
+        # image's ENTRYPOINT (the task author's code) runs at once, and would reach the
+        # host before the routes are in. It joins its network once they are (join_late).
+        late = spec.network == "public" and not shared and hostblock.can_block(self._where())
+        if late:
+            networking = None
 
         kit = await self._grading_kit()
 
@@ -243,7 +252,7 @@ class DockerProvider(Provider):
                 mem_limit=f"{spec.memory_mb}m",
                 memswap_limit=f"{spec.memory_mb}m",  # equal: no swap
                 pids_limit=spec.pids_limit,
-                network_mode=network,
+                network_mode="none" if late else network,
                 cap_drop=CAP_DROP,
                 security_opt=["no-new-privileges"],
                 storage_opt=storage,
@@ -303,10 +312,9 @@ class DockerProvider(Provider):
             if isinstance(e, docker.errors.DockerException | OSError):
                 raise SandboxFailed(f"the container did not start: {short(e)}") from e
             raise
-        if spec.network == "public" and not shared and hostblock.can_block(self._where()):
+        if late:
             try:  # before any exec: the agent never sees the host's addresses (hostblock.py)
-                info = await self._call(api.inspect_container, cid)
-                sandbox.container_pid, sandbox.blocked = hostblock.block_in(info)
+                await hostblock.join_late(self._call, api, sandbox, network, opts.aliases)
             except (docker.errors.DockerException, OSError) as e:
                 await sandbox.close()
                 raise SandboxFailed(

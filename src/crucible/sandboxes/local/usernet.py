@@ -26,8 +26,9 @@ ordinary sockets of its own on the host. So:
   namespace file we hold open, never a pid, so it cannot join a namespace the
   sandbox made later (bwrap's nested user namespace).
 What stays reachable: the host's resolvers through 10.0.2.3:53, and whatever the
-host itself can reach (other machines, the internet). Addresses the host gains
-while a sandbox runs (a new Docker network) are blocked from the slot's next one.
+host itself can reach (other machines, the internet). As root, an address the host
+gains while a sandbox runs (a compose trial's new bridge) is blocked in it as it appears
+(addrwatch.py); without root, only from the next sandbox on.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import shutil
 import signal
 
 from crucible.errors import SandboxFailed
-from crucible.sandboxes import netlink
+from crucible.sandboxes import addrwatch, netlink
 from crucible.sandboxes.hostnet import host_ipv4
 
 SANDBOX_ADDR = "10.0.2.100"  # slirp4netns --configure's defaults (its --cidr)
@@ -85,6 +86,7 @@ class UserNet:
         self._exit_w = -1  # slirp4netns exits when this closes
         self._err = -1  # its stderr (a memfd): read back when it fails to start
         self.blocked: list[str] = []
+        self._watch = 0  # as root: addrwatch's token (addresses the host gains meanwhile)
 
     async def start(self) -> None:
         missing = missing_tools()
@@ -102,6 +104,7 @@ class UserNet:
             if os.geteuid() == 0:
                 try:
                     netlink.prohibit(net_fd, self.blocked)
+                    self._watch = addrwatch.watch(net_fd)
                 except OSError as exc:
                     raise self._unblocked(str(exc)) from exc
             else:  # join the namespace's owner (bwrap's outer user namespace: ours)
@@ -223,6 +226,8 @@ class UserNet:
 
     def close_sync(self) -> None:
         """Stop it now (a slot removed, the process exiting): SIGKILL and reap."""
+        addrwatch.unwatch(self._watch)
+        self._watch = 0
         for fd in (self._exit_w, self._err, self.net_fd):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -239,6 +244,8 @@ class UserNet:
 
     async def close(self) -> None:
         """Stop slirp4netns (closing its exit fd; SIGKILL if it lingers) and reap it."""
+        addrwatch.unwatch(self._watch)
+        self._watch = 0
         for fd in (self._exit_w, self._err, self.net_fd):
             if fd >= 0:
                 os.close(fd)
