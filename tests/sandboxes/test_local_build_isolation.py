@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.wait import await_until
 from tests.sandboxes.build_attack import (
     NOTHING_REACHED,
     HostBait,
@@ -207,3 +208,49 @@ def test_tasks_check_run_builds_in_isolation(
     assert bait.secret_text not in res.stdout + res.stderr
     assert bait.victim.poll() is None, "tasks check --run let a RUN step kill a host process"
     assert bait.connections() == 0
+
+
+def _running(name: str) -> list[int]:
+    """Host pids whose command line starts with `name` (a copy of sleep the step made)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and (d / "cmdline").read_bytes().startswith(name.encode()):
+                pids.append(int(d.name))
+        except OSError:
+            continue  # gone meanwhile
+    return pids
+
+
+@pytest.mark.parametrize("network", ["none", "public"])
+async def test_a_build_that_times_out_leaves_no_step_running(
+    buildah: None, tmp_path: Path, network: NetworkMode
+) -> None:
+    """A RUN step that blocks, and forks a daemon into a session of its own, outlives a
+    build that timed out: runc puts each step in a session of its own, so killing the
+    build's process group left both running as the build user for good (a miner runs
+    forever). Now the build has its own pid namespace, which dies with the build."""
+    name = f"/tmp/linger-{secrets.token_hex(4)}"
+    dockerfile = (
+        "FROM debian:bookworm-slim\n"
+        f"RUN cp /bin/sleep {name} && (setsid {name} 86400 &) ; echo STARTED; {name} 86401\n"
+    )
+    env = _env(tmp_path, dockerfile)
+    store = ImageStore(RootfsCache(tmp_path / "rootfs"), "buildah")
+    store.log_dir = tmp_path / "job"
+    # timing-ok: the build must time out; 90 s leaves this loaded machine time to start the step
+    spec = SandboxSpec(
+        task_name="linger", dockerfile_dir=env, network=network, build_timeout_sec=90
+    )
+    try:
+        with pytest.raises(TaskInvalid, match="took more than"):
+            await store.resolve(spec)
+    finally:
+        store.close()
+    log = "".join(p.read_text(errors="replace") for p in (tmp_path / "job").rglob("*.log"))
+    assert "STARTED" in log, log[-2000:]  # the step ran before the timeout
+    try:
+        await await_until(lambda: not _running(name), f"the steps named {name} to end", 30)
+    finally:
+        for pid in _running(name):  # never leave them behind, even when the test fails
+            os.kill(pid, 9)

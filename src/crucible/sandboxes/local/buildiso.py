@@ -139,6 +139,11 @@ async def run_build(
     The wrapper shell signals on fd 3 once `unshare` has made the namespace, and waits on
     stdin: slirp4netns (with network) is attached to that pid only after the signal, so it
     can never configure the host's namespace, and buildah starts only once the route is up.
+
+    The build also gets a pid namespace of its own, whose init dies with `unshare`
+    (--kill-child): runc starts each RUN step in a session of its own, so killing the
+    process group on a timeout left the step (and whatever it started) running as the
+    build user for good; the kernel kills everything in a namespace whose init is gone.
     """
     if not rootful():
         return await _exec(argv, log, timeout, env)
@@ -153,7 +158,8 @@ async def run_build(
     with log.open("ab") as fh:
         try:
             proc = await asyncio.create_subprocess_exec(
-                unshare, "--net", "--", "sh", "-c", script, "crucible-build", *argv,
+                unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
+                "sh", "-c", script, "crucible-build", *argv,
                 stdin=asyncio.subprocess.PIPE, stdout=fh, stderr=asyncio.subprocess.STDOUT,
                 # fd 3 of the wrapper is the signal pipe (kept open through exec: 3 is
                 # in pass_fds, and the dup2 onto it runs before the other fds are closed)
