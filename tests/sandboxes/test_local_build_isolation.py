@@ -17,6 +17,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +35,7 @@ import crucible
 from crucible.errors import TaskInvalid
 from crucible.sandboxes.base import NetworkMode, SandboxSpec
 from crucible.sandboxes.docker.build import env_tag
+from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.images import ImageStore, RootfsCache
 from crucible.tasks.loader import tree_digest
 
@@ -254,3 +256,59 @@ async def test_a_build_that_times_out_leaves_no_step_running(
     finally:
         for pid in _running(name):  # never leave them behind, even when the test fails
             os.kill(pid, 9)
+
+
+def _exposed_setuid_root(cache: Path) -> list[str]:
+    """What a local user polling the image cache could run: setuid-root files under a
+    folder every user can search (the attacker's loop, below)."""
+    found = []
+    for tmp in cache.glob(".trash-unpack-*"):
+        try:
+            if not all(os.stat(p).st_mode & 0o001 for p in (cache, tmp, tmp / "rootfs")):
+                continue
+            for f in os.scandir(tmp / "rootfs" / "s"):
+                st = f.stat(follow_symlinks=False)
+                if st.st_uid == 0 and st.st_mode & 0o4000 and st.st_mode & 0o001:
+                    found.append(f.path)
+        except OSError:
+            continue  # not there yet, or gone
+    return found
+
+
+async def test_an_image_being_unpacked_never_offers_its_setuid_root_files(
+    buildah: None, tmp_path: Path
+) -> None:
+    """The image's files keep their owners and modes while they are exported: a task's
+    setuid-root shell was one, for every local user, in the world-searchable cache
+    (/var/cache/crucible/rootfs) until the tree was given to the sandboxes' uid."""
+    dockerfile = (
+        "FROM debian:bookworm-slim\n"
+        "RUN mkdir /s && cp /bin/sh /s/rootsh && chmod 4755 /s/rootsh && for i in $(seq 3000);"
+        " do head -c 64 /bin/sh > /s/x$i; chmod 4755 /s/x$i; done\n"
+    )
+    env = _env(tmp_path, dockerfile)
+    cache = Path("/tmp") / f"crucible-test-rootfs-{secrets.token_hex(8)}"
+    cache.mkdir(mode=0o755)  # as the default cache is: the sandboxes' uid must reach it
+    store = ImageStore(RootfsCache(cache, owner=hostuid.IMAGE_UID), "buildah")
+    store.log_dir = tmp_path / "job"
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def attacker() -> None:
+        while not stop.is_set():
+            seen.extend(_exposed_setuid_root(cache))
+            stop.wait(0.001)  # timing-ok: the attacker's poll loop, not a wait on a result
+
+    spy = threading.Thread(target=attacker)
+    spy.start()
+    try:
+        rootfs = await store.resolve(SandboxSpec(task_name="setuid", dockerfile_dir=env))
+        st = os.stat(rootfs.path / "s" / "rootsh")
+        assert st.st_uid == hostuid.IMAGE_UID and not st.st_mode & 0o4000
+        assert os.stat(rootfs.path.parent).st_mode & 0o001  # the sandboxes' uid reaches it
+    finally:
+        stop.set()
+        spy.join()
+        store.close()
+        shutil.rmtree(cache, ignore_errors=True)
+    assert not seen, f"a local user could run {seen[0]} (setuid root) during the unpack"

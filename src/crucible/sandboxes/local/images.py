@@ -340,11 +340,17 @@ class ImageStore:
             final = self.cache.entry_dir(image_id)
             tmp = self.cache.root / f".trash-unpack-{_hexid(image_id)[:16]}-{os.getpid()}"
             await asyncio.to_thread(shutil.rmtree, tmp, True)
-            (tmp / "rootfs").mkdir(parents=True)
+            # Root's own until every file is the sandboxes' owner: the export keeps the
+            # image's owners and modes, so a task's setuid-root file is one, for any local
+            # user, until chown_tree (a chown drops setuid) reaches it.
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir(mode=0o700)
+            (tmp / "rootfs").mkdir()
             try:
                 async with self._busy:
                     await tool.export(image_id, tmp / "rootfs")
                 await asyncio.to_thread(self.cache.chown_tree, tmp / "rootfs")
+                tmp.chmod(0o755)
                 entry = RootfsEntry(
                     image_id=_hexid(image_id),
                     tool=tool.name,
