@@ -312,3 +312,25 @@ async def test_an_image_being_unpacked_never_offers_its_setuid_root_files(
         store.close()
         shutil.rmtree(cache, ignore_errors=True)
     assert not seen, f"a local user could run {seen[0]} (setuid root) during the unpack"
+
+
+@pytest.mark.parametrize(
+    "dockerfile",
+    [
+        "FROM containers-storage:[vfs@{store}+{run}]debian:bookworm-slim\nRUN true\n",
+        # Through an ARG (Buildah expands it in FROM) and in COPY --from.
+        "ARG B=containers-storage:[vfs@{store}+{run}]debian:bookworm-slim\nFROM $B\n",
+        "FROM debian:bookworm-slim\nCOPY --from=containers-storage:[vfs@{store}+{run}]x / /\n",
+    ],
+)
+async def test_a_base_named_through_a_store_spec_makes_nothing_on_the_host(
+    buildah: None, tmp_path: Path, dockerfile: str
+) -> None:
+    """`FROM containers-storage:[driver@/path+/run]name` opens a store at a path the task
+    chose: crucible handed such a base over with root's Buildah, which made the store
+    there (folders and lock files, as root, in a folder only root can write)."""
+    store, run = tmp_path / "host" / "store", tmp_path / "host" / "run"
+    (tmp_path / "host").mkdir(mode=0o700)  # root's: the build user cannot write here
+    with pytest.raises(TaskInvalid, match="names an image through `containers-storage:`"):
+        await _build(tmp_path, _env(tmp_path, dockerfile.format(store=store, run=run)))
+    assert not store.exists() and not run.exists(), "a FROM line made files on the host as root"

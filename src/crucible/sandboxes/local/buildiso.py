@@ -55,6 +55,13 @@ SLIRP_GATEWAY_DNS = "10.0.2.3"
 
 _CONTINUATION = re.compile(r"[\\`][ \t]*\r?\n")
 _FORBIDDEN_FLAG = re.compile(r"(?i)(?:^|\s)--(mount|security)(?==|\s)")
+# An image reference with a transport other than a registry's: `containers-storage:[driver@
+# /any/path+/run]name` opens (and makes) a store at a path of the task's choosing, by root
+# when crucible hands a base over; the others read host files or the Docker engine.
+_TRANSPORT = re.compile(
+    r"(?i)(?:^|[\s='\"])((?:containers-storage|docker-daemon|docker-archive|oci-archive|oci"
+    r"|dir|ostree|sif|tarball):)"
+)
 
 
 class BuildIsolation(BaseModel):
@@ -70,7 +77,7 @@ class BuildIsolation(BaseModel):
 
 def refuse_host_mounts(dockerfile: Path) -> None:
     """TaskInvalid when the Dockerfile asks for `RUN --mount` or `--security` (both reach
-    the host through this Buildah). Continuations and comment lines are removed first, so
+    the host through this Buildah), or names an image through a transport (_TRANSPORT). Continuations and comment lines are removed first, so
     a flag split over lines is seen as the parser sees it; a mention in a shell string is
     refused too (rare, and the message says why)."""
     try:
@@ -81,6 +88,13 @@ def refuse_host_mounts(dockerfile: Path) -> None:
         text = fh.read()
     lines = [ln for ln in text.splitlines(keepends=True) if not ln.lstrip().startswith("#")]
     joined = _CONTINUATION.sub("", "".join(lines))
+    transport = _TRANSPORT.search(joined)
+    if transport:
+        raise TaskInvalid(
+            f"its image cannot be built: {dockerfile.name} names an image through "
+            f"`{transport.group(1)}`, which crucible's local builds refuse (it reads or makes "
+            "files on the host); name images by their registry name"
+        )
     found = _FORBIDDEN_FLAG.search(joined)
     if found:
         raise TaskInvalid(

@@ -29,13 +29,16 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from crucible.errors import SandboxFailed
+from crucible.errors import SandboxFailed, TaskInvalid
 
 BUILD_USER = "crucible-build"
 BUILD_HOME = Path("/var/lib/crucible/build")
 RUNTIME_ROOT = Path("/run/crucible")
 SETUP_HINT = "run scripts/setup-images.sh as root (it makes the build user and its ids)"
 
+# What root's Buildah is ever asked to hand over: a registry name or an id, nothing with
+# a store spec (`[`), an option (`-`) or a space.
+_PLAIN_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
 _FROM = re.compile(r"(?im)^\s*FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?")
 
 
@@ -187,6 +190,8 @@ async def _checked(what: str, got: tuple[int, str]) -> str:
 async def hand_bases(stage: Stage, buildah: str, dockerfile_text: str) -> None:
     """Give the user's storage each base image it lacks that root's storage has."""
     for n, ref in enumerate(base_refs(dockerfile_text)):
+        if not _PLAIN_REF.fullmatch(ref):  # a transport, a store spec, an option: never
+            raise TaskInvalid(f"its image cannot be built: FROM {ref!r} is not an image name")
         if (await as_user(stage.user, buildah, "inspect", "--type", "image", ref))[0] == 0:
             continue
         if (await _tool([buildah, "inspect", "--type", "image", ref]))[0] != 0:
