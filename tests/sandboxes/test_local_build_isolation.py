@@ -9,6 +9,8 @@ victim and connected to the host's loopback.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import pwd
@@ -32,7 +34,7 @@ from tests.sandboxes.build_attack import (
 )
 
 import crucible
-from crucible.errors import TaskInvalid
+from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import NetworkMode, SandboxSpec
 from crucible.sandboxes.docker.build import env_tag
 from crucible.sandboxes.local import hostuid
@@ -334,3 +336,45 @@ async def test_a_base_named_through_a_store_spec_makes_nothing_on_the_host(
     with pytest.raises(TaskInvalid, match="names an image through `containers-storage:`"):
         await _build(tmp_path, _env(tmp_path, dockerfile.format(store=store, run=run)))
     assert not store.exists() and not run.exists(), "a FROM line made files on the host as root"
+
+
+@pytest.fixture
+def rogue_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home of the build user's own for this test (its usual one is shared by every
+    build on the machine), with crucible pointed at it."""
+    from crucible.sandboxes.local import builduser
+
+    user = builduser.require_user()
+    home = Path("/var/lib/crucible") / f"test-home-{secrets.token_hex(6)}"
+    home.mkdir(mode=0o700)
+    os.chown(home, user.uid, user.gid)
+    monkeypatch.setattr(builduser, "BUILD_HOME", home)
+    monkeypatch.setattr(builduser, "STORAGE_CONF", home / ".config/containers/storage.conf")
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+async def test_a_build_user_gone_rogue_never_gets_root_to_write_for_it(
+    buildah: None, tmp_path: Path, rogue_home: Path
+) -> None:
+    """Defence in depth: a step that escaped its container runs as the build user, which
+    owns every name in its home. It linked `stage` and `.config` there to a folder only
+    root may write: crucible, as root, made its stage in that folder and chowned it to the
+    user, and wrote storage.conf through the link and gave its folder to the user (with
+    `.config` -> /etc, that is /etc/containers: root's Buildah's configuration)."""
+    from crucible.sandboxes.local import builduser
+
+    user = builduser.require_user()
+    host = tmp_path / "host"
+    (host / "containers").mkdir(parents=True)
+    host.chmod(0o700)
+    plant = f"ln -s {host} {rogue_home}/stage && ln -s {host} {rogue_home}/.config"
+    argv = [*user.prefix(), "sh", "-c", plant]
+    await asyncio.to_thread(subprocess.run, argv, check=True, env=user.env())
+    before = sorted(str(p.relative_to(host)) for p in host.rglob("*"))
+    env = _env(tmp_path, "FROM debian:bookworm-slim\nRUN true\n")
+    with contextlib.suppress(SandboxFailed):  # the user's own storage set-up cannot work
+        await _build(tmp_path, env)
+    owners = {p: os.lstat(p).st_uid for p in [host, *host.rglob("*")]}
+    assert set(owners.values()) == {0}, f"root gave a host folder to the build user: {owners}"
+    assert sorted(str(p.relative_to(host)) for p in host.rglob("*")) == before
