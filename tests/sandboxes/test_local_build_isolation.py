@@ -9,6 +9,8 @@ victim and connected to the host's loopback.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import pwd
@@ -17,10 +19,12 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.wait import await_until
 from tests.sandboxes.build_attack import (
     NOTHING_REACHED,
     HostBait,
@@ -30,9 +34,10 @@ from tests.sandboxes.build_attack import (
 )
 
 import crucible
-from crucible.errors import TaskInvalid
+from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import NetworkMode, SandboxSpec
 from crucible.sandboxes.docker.build import env_tag
+from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.images import ImageStore, RootfsCache
 from crucible.tasks.loader import tree_digest
 
@@ -207,3 +212,169 @@ def test_tasks_check_run_builds_in_isolation(
     assert bait.secret_text not in res.stdout + res.stderr
     assert bait.victim.poll() is None, "tasks check --run let a RUN step kill a host process"
     assert bait.connections() == 0
+
+
+def _running(name: str) -> list[int]:
+    """Host pids whose command line starts with `name` (a copy of sleep the step made)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and (d / "cmdline").read_bytes().startswith(name.encode()):
+                pids.append(int(d.name))
+        except OSError:
+            continue  # gone meanwhile
+    return pids
+
+
+@pytest.mark.parametrize("network", ["none", "public"])
+async def test_a_build_that_times_out_leaves_no_step_running(
+    buildah: None, tmp_path: Path, network: NetworkMode
+) -> None:
+    """A RUN step that blocks, and forks a daemon into a session of its own, outlives a
+    build that timed out: runc puts each step in a session of its own, so killing the
+    build's process group left both running as the build user for good (a miner runs
+    forever). Now the build has its own pid namespace, which dies with the build."""
+    name = f"/tmp/linger-{secrets.token_hex(4)}"
+    dockerfile = (
+        "FROM debian:bookworm-slim\n"
+        f"RUN cp /bin/sleep {name} && (setsid {name} 86400 &) ; echo STARTED; {name} 86401\n"
+    )
+    env = _env(tmp_path, dockerfile)
+    store = ImageStore(RootfsCache(tmp_path / "rootfs"), "buildah")
+    store.log_dir = tmp_path / "job"
+    # timing-ok: the build must time out; 90 s leaves this loaded machine time to start the step
+    spec = SandboxSpec(
+        task_name="linger", dockerfile_dir=env, network=network, build_timeout_sec=90
+    )
+    try:
+        with pytest.raises(TaskInvalid, match="took more than"):
+            await store.resolve(spec)
+    finally:
+        store.close()
+    log = "".join(p.read_text(errors="replace") for p in (tmp_path / "job").rglob("*.log"))
+    assert "STARTED" in log, log[-2000:]  # the step ran before the timeout
+    try:
+        await await_until(lambda: not _running(name), f"the steps named {name} to end", 30)
+    finally:
+        for pid in _running(name):  # never leave them behind, even when the test fails
+            os.kill(pid, 9)
+
+
+def _exposed_setuid_root(cache: Path) -> list[str]:
+    """What a local user polling the image cache could run: setuid-root files under a
+    folder every user can search (the attacker's loop, below)."""
+    found = []
+    for tmp in cache.glob(".trash-unpack-*"):
+        try:
+            if not all(os.stat(p).st_mode & 0o001 for p in (cache, tmp, tmp / "rootfs")):
+                continue
+            for f in os.scandir(tmp / "rootfs" / "s"):
+                st = f.stat(follow_symlinks=False)
+                if st.st_uid == 0 and st.st_mode & 0o4000 and st.st_mode & 0o001:
+                    found.append(f.path)
+        except OSError:
+            continue  # not there yet, or gone
+    return found
+
+
+async def test_an_image_being_unpacked_never_offers_its_setuid_root_files(
+    buildah: None, tmp_path: Path
+) -> None:
+    """The image's files keep their owners and modes while they are exported: a task's
+    setuid-root shell was one, for every local user, in the world-searchable cache
+    (/var/cache/crucible/rootfs) until the tree was given to the sandboxes' uid."""
+    dockerfile = (
+        "FROM debian:bookworm-slim\n"
+        "RUN mkdir /s && cp /bin/sh /s/rootsh && chmod 4755 /s/rootsh && for i in $(seq 3000);"
+        " do head -c 64 /bin/sh > /s/x$i; chmod 4755 /s/x$i; done\n"
+    )
+    env = _env(tmp_path, dockerfile)
+    cache = Path("/tmp") / f"crucible-test-rootfs-{secrets.token_hex(8)}"
+    cache.mkdir(mode=0o755)  # as the default cache is: the sandboxes' uid must reach it
+    store = ImageStore(RootfsCache(cache, owner=hostuid.IMAGE_UID), "buildah")
+    store.log_dir = tmp_path / "job"
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def attacker() -> None:
+        while not stop.is_set():
+            seen.extend(_exposed_setuid_root(cache))
+            stop.wait(0.001)  # timing-ok: the attacker's poll loop, not a wait on a result
+
+    spy = threading.Thread(target=attacker)
+    spy.start()
+    try:
+        rootfs = await store.resolve(SandboxSpec(task_name="setuid", dockerfile_dir=env))
+        st = os.stat(rootfs.path / "s" / "rootsh")
+        assert st.st_uid == hostuid.IMAGE_UID and not st.st_mode & 0o4000
+        assert os.stat(rootfs.path.parent).st_mode & 0o001  # the sandboxes' uid reaches it
+    finally:
+        stop.set()
+        spy.join()
+        store.close()
+        shutil.rmtree(cache, ignore_errors=True)
+    assert not seen, f"a local user could run {seen[0]} (setuid root) during the unpack"
+
+
+@pytest.mark.parametrize(
+    "dockerfile",
+    [
+        "FROM containers-storage:[vfs@{store}+{run}]debian:bookworm-slim\nRUN true\n",
+        # Through an ARG (Buildah expands it in FROM) and in COPY --from.
+        "ARG B=containers-storage:[vfs@{store}+{run}]debian:bookworm-slim\nFROM $B\n",
+        "FROM debian:bookworm-slim\nCOPY --from=containers-storage:[vfs@{store}+{run}]x / /\n",
+    ],
+)
+async def test_a_base_named_through_a_store_spec_makes_nothing_on_the_host(
+    buildah: None, tmp_path: Path, dockerfile: str
+) -> None:
+    """`FROM containers-storage:[driver@/path+/run]name` opens a store at a path the task
+    chose: crucible handed such a base over with root's Buildah, which made the store
+    there (folders and lock files, as root, in a folder only root can write)."""
+    store, run = tmp_path / "host" / "store", tmp_path / "host" / "run"
+    (tmp_path / "host").mkdir(mode=0o700)  # root's: the build user cannot write here
+    with pytest.raises(TaskInvalid, match="names an image through `containers-storage:`"):
+        await _build(tmp_path, _env(tmp_path, dockerfile.format(store=store, run=run)))
+    assert not store.exists() and not run.exists(), "a FROM line made files on the host as root"
+
+
+@pytest.fixture
+def rogue_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A home of the build user's own for this test (its usual one is shared by every
+    build on the machine), with crucible pointed at it."""
+    from crucible.sandboxes.local import builduser
+
+    user = builduser.require_user()
+    home = Path("/var/lib/crucible") / f"test-home-{secrets.token_hex(6)}"
+    home.mkdir(mode=0o700)
+    os.chown(home, user.uid, user.gid)
+    monkeypatch.setattr(builduser, "BUILD_HOME", home)
+    monkeypatch.setattr(builduser, "STORAGE_CONF", home / ".config/containers/storage.conf")
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+async def test_a_build_user_gone_rogue_never_gets_root_to_write_for_it(
+    buildah: None, tmp_path: Path, rogue_home: Path
+) -> None:
+    """Defence in depth: a step that escaped its container runs as the build user, which
+    owns every name in its home. It linked `stage` and `.config` there to a folder only
+    root may write: crucible, as root, made its stage in that folder and chowned it to the
+    user, and wrote storage.conf through the link and gave its folder to the user (with
+    `.config` -> /etc, that is /etc/containers: root's Buildah's configuration)."""
+    from crucible.sandboxes.local import builduser
+
+    user = builduser.require_user()
+    host = tmp_path / "host"
+    (host / "containers").mkdir(parents=True)
+    host.chmod(0o700)
+    plant = f"ln -s {host} {rogue_home}/stage && ln -s {host} {rogue_home}/.config"
+    argv = [*user.prefix(), "sh", "-c", plant]
+    await asyncio.to_thread(subprocess.run, argv, check=True, env=user.env())
+    before = sorted(str(p.relative_to(host)) for p in host.rglob("*"))
+    env = _env(tmp_path, "FROM debian:bookworm-slim\nRUN true\n")
+    with contextlib.suppress(SandboxFailed):  # the user's own storage set-up cannot work
+        await _build(tmp_path, env)
+    owners = {p: os.lstat(p).st_uid for p in [host, *host.rglob("*")]}
+    assert set(owners.values()) == {0}, f"root gave a host folder to the build user: {owners}"
+    assert sorted(str(p.relative_to(host)) for p in host.rglob("*")) == before

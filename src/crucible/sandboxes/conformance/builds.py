@@ -24,6 +24,7 @@ open(my $g, "<", $ARGV[1]) and print "READ:", <$g>, "\n";
 use IO::Socket::INET;
 IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $ARGV[2], Timeout => 5)
     and print "CONNECTED\n";
+print "RAN\n";
 """
 
 
@@ -54,6 +55,8 @@ async def _build_steps(ctx: Ctx) -> str:
         )
         async with ctx.sandbox("build_steps_isolated", dockerfile_dir=env, image=None) as sb:
             r = await sb.exec("cat /attack-out.txt", timeout=30)
+        # The step ran (a build that skipped it would pass every check below).
+        expect("RAN" in r.stdout, f"the attack step did not run: {r.stdout!r}")
         expect(not marker.exists(), "a build step wrote a file on the host (chroot escape)")
         expect(secret not in r.stdout, "a build step read a file of the host")
         expect("WROTE" not in r.stdout and "READ:" not in r.stdout, f"escaped: {r.stdout}")

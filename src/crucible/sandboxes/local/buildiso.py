@@ -55,6 +55,13 @@ SLIRP_GATEWAY_DNS = "10.0.2.3"
 
 _CONTINUATION = re.compile(r"[\\`][ \t]*\r?\n")
 _FORBIDDEN_FLAG = re.compile(r"(?i)(?:^|\s)--(mount|security)(?==|\s)")
+# An image reference with a transport other than a registry's: `containers-storage:[driver@
+# /any/path+/run]name` opens (and makes) a store at a path of the task's choosing, by root
+# when crucible hands a base over; the others read host files or the Docker engine.
+_TRANSPORT = re.compile(
+    r"(?i)(?:^|[\s='\"])((?:containers-storage|docker-daemon|docker-archive|oci-archive|oci"
+    r"|dir|ostree|sif|tarball):)"
+)
 
 
 class BuildIsolation(BaseModel):
@@ -70,7 +77,7 @@ class BuildIsolation(BaseModel):
 
 def refuse_host_mounts(dockerfile: Path) -> None:
     """TaskInvalid when the Dockerfile asks for `RUN --mount` or `--security` (both reach
-    the host through this Buildah). Continuations and comment lines are removed first, so
+    the host through this Buildah), or names an image through a transport (_TRANSPORT). Continuations and comment lines are removed first, so
     a flag split over lines is seen as the parser sees it; a mention in a shell string is
     refused too (rare, and the message says why)."""
     try:
@@ -81,6 +88,13 @@ def refuse_host_mounts(dockerfile: Path) -> None:
         text = fh.read()
     lines = [ln for ln in text.splitlines(keepends=True) if not ln.lstrip().startswith("#")]
     joined = _CONTINUATION.sub("", "".join(lines))
+    transport = _TRANSPORT.search(joined)
+    if transport:
+        raise TaskInvalid(
+            f"its image cannot be built: {dockerfile.name} names an image through "
+            f"`{transport.group(1)}`, which crucible's local builds refuse (it reads or makes "
+            "files on the host); name images by their registry name"
+        )
     found = _FORBIDDEN_FLAG.search(joined)
     if found:
         raise TaskInvalid(
@@ -139,6 +153,11 @@ async def run_build(
     The wrapper shell signals on fd 3 once `unshare` has made the namespace, and waits on
     stdin: slirp4netns (with network) is attached to that pid only after the signal, so it
     can never configure the host's namespace, and buildah starts only once the route is up.
+
+    The build also gets a pid namespace of its own, whose init dies with `unshare`
+    (--kill-child): runc starts each RUN step in a session of its own, so killing the
+    process group on a timeout left the step (and whatever it started) running as the
+    build user for good; the kernel kills everything in a namespace whose init is gone.
     """
     if not rootful():
         return await _exec(argv, log, timeout, env)
@@ -153,7 +172,8 @@ async def run_build(
     with log.open("ab") as fh:
         try:
             proc = await asyncio.create_subprocess_exec(
-                unshare, "--net", "--", "sh", "-c", script, "crucible-build", *argv,
+                unshare, "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
+                "sh", "-c", script, "crucible-build", *argv,
                 stdin=asyncio.subprocess.PIPE, stdout=fh, stderr=asyncio.subprocess.STDOUT,
                 # fd 3 of the wrapper is the signal pipe (kept open through exec: 3 is
                 # in pass_fds, and the dup2 onto it runs before the other fds are closed)

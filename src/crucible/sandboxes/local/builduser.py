@@ -6,7 +6,7 @@ gives it 64 Ki subordinate ids from buildiso.BUILD_UID_BASE in /etc/subuid and
 into that range. Its storage is its own (under BUILD_HOME); root's Buildah storage stays
 the one crucible finds, exports and names images in. So one build goes:
 
-1. the context is copied into a stage folder of BUILD_HOME (links copied as links) and
+1. the context is copied into a stage folder (root's, outside BUILD_HOME; links copied as links) and
    given to the user: the task's folder need not be readable by it;
 2. each base image the Dockerfile names that the user's storage lacks and root's has is
    handed over once (`buildah push` to a `dir:` copy, pulled by the user);
@@ -29,13 +29,16 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from crucible.errors import SandboxFailed
+from crucible.errors import SandboxFailed, TaskInvalid
 
 BUILD_USER = "crucible-build"
 BUILD_HOME = Path("/var/lib/crucible/build")
 RUNTIME_ROOT = Path("/run/crucible")
 SETUP_HINT = "run scripts/setup-images.sh as root (it makes the build user and its ids)"
 
+# What root's Buildah is ever asked to hand over: a registry name or an id, nothing with
+# a store spec (`[`), an option (`-`) or a space.
+_PLAIN_REF = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
 _FROM = re.compile(r"(?im)^\s*FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?")
 
 
@@ -103,35 +106,45 @@ def base_refs(dockerfile_text: str) -> list[str]:
 
 
 def _chown_tree(root: Path, user: BuildUser) -> None:
-    os.lchown(root, user.uid, user.gid)
-    for dirpath, dirnames, filenames in os.walk(root):
+    """Give a tree root made to the user, deepest first: a folder becomes the user's only
+    after everything under it, so the user can never swap a folder for a link to a host
+    path that a later lchown then walks through."""
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
         for name in dirnames + filenames:
             os.lchown(os.path.join(dirpath, name), user.uid, user.gid)
+    os.lchown(root, user.uid, user.gid)
 
 
+# Stages live outside BUILD_HOME: the user owns every name in its home and could swap one
+# for a link to /etc that root then writes or chowns through (a build step that escaped
+# its container would run as that user). STAGE_ROOT and each stage are root's; the user
+# writes only into its `out` folder, and gets its context once the copy is done.
+STAGE_ROOT = Path("/var/lib/crucible/stage")
 STORAGE_CONF = BUILD_HOME / ".config" / "containers" / "storage.conf"
 # Rootless storage defaults to vfs here (a full copy of the tree per layer: a one-step
 # build took ~30 s); the kernel's overlay in a user namespace is native since Linux 5.13.
 STORAGE_CONF_TEXT = '[storage]\ndriver = "overlay"\n'
+# Run as the user, so that a link it left in its home reaches only what it may write.
+_STORAGE_SCRIPT = (
+    'c="$HOME/.config/containers/storage.conf"; [ "$(cat "$c" 2>/dev/null)" = "$1" ] && exit 0; '
+    'rm -rf "$HOME/.local/share/containers" && mkdir -p "${c%/*}" && printf "%s\\n" "$1" >"$c"'
+)
 
 
 def _ensure_storage(user: BuildUser) -> None:
     """Blocking: the user's storage is overlay; storage made before with another driver
     (it is only this cache) is removed first, since the driver refuses to switch."""
-    try:
-        if STORAGE_CONF.read_text() == STORAGE_CONF_TEXT:
-            return
-    except OSError:
-        pass
-    shutil.rmtree(BUILD_HOME / ".local" / "share" / "containers", ignore_errors=True)
-    STORAGE_CONF.parent.mkdir(parents=True, exist_ok=True)
-    STORAGE_CONF.write_text(STORAGE_CONF_TEXT)
-    for d in (BUILD_HOME / ".config", STORAGE_CONF.parent, STORAGE_CONF):
-        os.lchown(d, user.uid, user.gid)
+    import subprocess
+
+    text = STORAGE_CONF_TEXT.rstrip("\n")
+    argv = [*user.prefix(), "sh", "-c", _STORAGE_SCRIPT, "sh", text]
+    res = subprocess.run(argv, env=user.env(), capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        raise SandboxFailed(f"setting up {BUILD_USER}'s storage failed: {res.stderr[-300:]}")
 
 
 class Stage:
-    """One build's folder under BUILD_HOME, the user's; removed by `close`."""
+    """One build's folder under STAGE_ROOT, root's (group: the user's); removed by `close`."""
 
     def __init__(self, user: BuildUser) -> None:
         self.user = user
@@ -139,16 +152,27 @@ class Stage:
         user.runtime_dir.mkdir(parents=True, exist_ok=True)
         os.chown(user.runtime_dir, user.uid, user.gid)
         os.chmod(user.runtime_dir, 0o700)
-        self.root = BUILD_HOME / "stage" / secrets.token_hex(8)
-        self.root.mkdir(parents=True, mode=0o700)
-        os.chown(self.root.parent, user.uid, user.gid)
+        STAGE_ROOT.mkdir(parents=True, exist_ok=True)
+        os.chmod(STAGE_ROOT, 0o711)
+        self.root = STAGE_ROOT / secrets.token_hex(8)
+        self.root.mkdir(mode=0o750)
+        os.chown(self.root, 0, user.gid)
+        self.out = self.root / "out"  # the only place the user writes: iid, its push
+        self.out.mkdir(mode=0o700)
+        os.chown(self.out, user.uid, user.gid)
 
     def context(self, src: Path) -> Path:
         """Blocking: the user's copy of the build context (links stay links)."""
         dest = self.root / "context"
         shutil.copytree(src, dest, symlinks=True)
-        _chown_tree(self.root, self.user)
+        _chown_tree(dest, self.user)
         return dest
+
+    def read_out(self, name: str, limit: int = 4096) -> str:
+        """A small file the user wrote in `out`, never through a link."""
+        fd = os.open(self.out / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read(limit).decode(errors="replace")
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -187,15 +211,17 @@ async def _checked(what: str, got: tuple[int, str]) -> str:
 async def hand_bases(stage: Stage, buildah: str, dockerfile_text: str) -> None:
     """Give the user's storage each base image it lacks that root's storage has."""
     for n, ref in enumerate(base_refs(dockerfile_text)):
+        if not _PLAIN_REF.fullmatch(ref):  # a transport, a store spec, an option: never
+            raise TaskInvalid(f"its image cannot be built: FROM {ref!r} is not an image name")
         if (await as_user(stage.user, buildah, "inspect", "--type", "image", ref))[0] == 0:
             continue
         if (await _tool([buildah, "inspect", "--type", "image", ref]))[0] != 0:
             continue  # neither has it: the build says so in its log
-        copy = stage.root / f"base-{n}"
+        copy = stage.root / f"base-{n}"  # root's; the user reads it through its group
         await _checked(
             f"handing {ref} over", await _tool([buildah, "push", "--quiet", ref, f"dir:{copy}"])
         )
-        await asyncio.to_thread(_chown_tree, copy, stage.user)
+        await asyncio.to_thread(_group_readable, copy, stage.user.gid)
         out = await _checked(
             f"taking {ref} over",
             await as_user(stage.user, buildah, "pull", "--quiet", f"dir:{copy}"),
@@ -204,9 +230,20 @@ async def hand_bases(stage: Stage, buildah: str, dockerfile_text: str) -> None:
         await asyncio.to_thread(shutil.rmtree, copy, True)
 
 
+def _group_readable(tree: Path, gid: int) -> None:
+    """Root's push (plain files, in a stage the user cannot write) made readable to the
+    user through its group, so nothing in it ever becomes the user's."""
+    for dirpath, _dirnames, filenames in os.walk(tree):
+        for path, mode in [(dirpath, 0o750)] + [
+            (os.path.join(dirpath, f), 0o640) for f in filenames
+        ]:
+            os.lchown(path, 0, gid)
+            os.chmod(path, mode)
+
+
 async def hand_back(stage: Stage, buildah: str, image_id: str, tag: str) -> None:
     """Copy the built image into root's storage under `tag`, uncompressed."""
-    copy = stage.root / "built"
+    copy = stage.out / "built"
     await _checked(
         "handing the built image back",
         await as_user(stage.user, buildah, "push", "--quiet", "--disable-compression", image_id, f"dir:{copy}"),

@@ -14,8 +14,7 @@ however many trials ask at once (as the docker provider's ImageCache does); a
 failed build is the task's (`TaskInvalid`, remembered for the job), a tool or
 engine failure is not. Every provider holds a shared lock on the entries it
 uses, so `gc()` (run by `crucible sandboxes cleanup`) removes only entries no
-job is using. The tools themselves live in imagetools.py.
-"""
+job is using. The tools themselves live in imagetools.py."""
 
 from __future__ import annotations
 
@@ -340,11 +339,15 @@ class ImageStore:
             final = self.cache.entry_dir(image_id)
             tmp = self.cache.root / f".trash-unpack-{_hexid(image_id)[:16]}-{os.getpid()}"
             await asyncio.to_thread(shutil.rmtree, tmp, True)
-            (tmp / "rootfs").mkdir(parents=True)
+            # 0700 until chown_tree (a chown drops setuid): the export keeps the image's
+            # owners and modes, so a task's setuid-root file is one for any local user.
+            tmp.mkdir(mode=0o700, parents=True)
+            (tmp / "rootfs").mkdir()
             try:
                 async with self._busy:
                     await tool.export(image_id, tmp / "rootfs")
                 await asyncio.to_thread(self.cache.chown_tree, tmp / "rootfs")
+                tmp.chmod(0o755)
                 entry = RootfsEntry(
                     image_id=_hexid(image_id),
                     tool=tool.name,

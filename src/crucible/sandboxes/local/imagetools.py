@@ -153,11 +153,11 @@ class Buildah(ImageTool):
         if not buildiso.rootful():  # this user's own rootless Buildah and storage
             return await self._build(context, tag, log, timeout, network, None, None)
         user = builduser.require_user()
-        stage = builduser.Stage(user)
+        stage = await asyncio.to_thread(builduser.Stage, user)
         try:
             ctx = await asyncio.to_thread(stage.context, context)
             await builduser.hand_bases(stage, self.path, dockerfile.read_text(errors="replace"))
-            image_id = await self._build(ctx, tag, log, timeout, network, user, stage.root)
+            image_id = await self._build(ctx, tag, log, timeout, network, user, stage)
             await builduser.hand_back(stage, self.path, image_id, tag)
             return image_id
         finally:
@@ -171,11 +171,11 @@ class Buildah(ImageTool):
         timeout: float,
         network: bool,
         user: Any,
-        scratch: Path | None,
+        stage: Any,
     ) -> str:
         from crucible.sandboxes.local import buildiso
 
-        iid = (scratch / "iid") if scratch is not None else log.with_suffix(".iid")
+        iid = (stage.out / "iid") if stage is not None else log.with_suffix(".iid")
         argv = [*(user.prefix() if user else []), self.path, "build"]
         argv += [*buildiso.build_options(network), "--pull-never", "--layers"]
         # --http-proxy=false: Buildah hands the host's proxy variables (often a URL with
@@ -191,7 +191,9 @@ class Buildah(ImageTool):
         if rc != 0:
             raise build_failed(f"buildah exited with {rc}", log)
         try:
-            return iid.read_text().strip().removeprefix("sha256:")
+            # The user wrote it: read without following a link it may have left there.
+            text = stage.read_out("iid") if stage is not None else iid.read_text()
+            return text.strip().removeprefix("sha256:")
         except OSError as exc:
             raise SandboxFailed(f"buildah reported no image id: {exc}") from exc
         finally:
