@@ -59,15 +59,19 @@ def classify(
     kind: ChangeKind,
     mode: int | None,
     exists_in_image: Callable[[str], bool] | None = None,
+    was: int | None = None,
 ) -> SystemChange:
     """One change, marked. `mode`: the file's st_mode where known (the new file's, or the
-    image's for a removed one). `exists_in_image(path)`: whether the image holds a file
-    there (for an added command that may shadow one); None: cannot tell (not marked)."""
+    image's for a removed one); `was`: the image's st_mode for a modified one, where known.
+    `exists_in_image(path)`: whether the image holds a file there (for an added command
+    that may shadow one); None: cannot tell (not marked)."""
     name = posixpath.basename(path)
     is_file = mode is None or not stat_mod.S_ISDIR(mode)
     executable = is_file and (
         bool(_BIN.search(path))
-        or (mode is not None and stat_mod.S_ISREG(mode) and mode & 0o111 != 0)
+        or _exec_file(mode)
+        or _exec_file(was)
+        or _redirects(kind, mode, was)
     )
     library = is_file and (
         bool(_SO.search(name)) or bool(_LIB.search(path)) or bool(_LOADER_CONF.search(path))
@@ -94,6 +98,26 @@ def classify(
     )
 
 
+def _exec_file(mode: int | None) -> bool:
+    return mode is not None and stat_mod.S_ISREG(mode) and mode & 0o111 != 0
+
+
+def _redirects(kind: ChangeKind, mode: int | None, was: int | None) -> bool:
+    """A change of the image's entry that moves where a path leads: a link made over it,
+    a link of the image's changed or removed, or a folder of the image made a non-folder.
+    Grading reaches the other end (the agent's /tmp, say) through it, and what lies there
+    is out of the record's sight, so it counts as code: `ln -sf /tmp/yes /opt/checker/check`
+    or a link over /opt/checker kept the image's name and ran the agent's checker."""
+    if kind == "added":
+        return False
+    if mode is not None and stat_mod.S_ISLNK(mode):
+        return True
+    if was is None:
+        return False
+    now_dir = mode is not None and stat_mod.S_ISDIR(mode)
+    return stat_mod.S_ISLNK(was) or (stat_mod.S_ISDIR(was) and not now_dir)
+
+
 def record(changes: list[SystemChange], *, walk_cut: bool = False) -> TamperRecord:
     """The record: sorted by path (those grading could run first, so a cut keeps them)."""
     changes.sort(key=lambda c: (not c.reaches_grading, c.path))
@@ -103,5 +127,8 @@ def record(changes: list[SystemChange], *, walk_cut: bool = False) -> TamperReco
         key=lambda c: c.path,
     )
     return TamperRecord(
-        changes=kept, n_total=len(changes), truncated=walk_cut or len(changes) > CAP
+        changes=kept,
+        n_total=len(changes),
+        truncated=walk_cut or len(changes) > CAP,
+        walk_cut=walk_cut,
     )

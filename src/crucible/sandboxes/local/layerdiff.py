@@ -96,7 +96,7 @@ def _folder(
         elif was is None:
             found.append(tamper.classify(path, "added", st.st_mode, in_image))
         else:
-            found.append(tamper.classify(path, "modified", st.st_mode))
+            found.append(tamper.classify(path, "modified", st.st_mode, was=was.st_mode))
     return len(filenames) + len(dirnames)
 
 
