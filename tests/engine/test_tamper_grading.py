@@ -101,12 +101,13 @@ PRELOAD = (
 )
 
 
-def make_task(root: Path, *, solve: str, test: str, dockerfile: bool = False) -> Task:
+def make_task(root: Path, *, solve: str, test: str, dockerfile: bool | str = False) -> Task:
     root.mkdir(parents=True)
     env = '[environment]\nnetwork_mode = "no-network"\n'
     if dockerfile:
         (root / "environment").mkdir()
-        (root / "environment" / "Dockerfile").write_text(DOCKERFILE)
+        text = dockerfile if isinstance(dockerfile, str) else DOCKERFILE
+        (root / "environment" / "Dockerfile").write_text(text)
     else:
         env += 'docker_image = "debian:bookworm-slim"\n'
     (root / "task.toml").write_text(
@@ -239,3 +240,40 @@ async def test_a_walk_cut_by_decoys_is_tampering(tmp_path: Path, buildah: object
     # Before: nothing reaching grading among what was seen, so graded 1.0 under zero.
     assert r.outcome == "verifier_failed" and r.counted_reward == 0.0, (r.reward, r.tamper)
     assert r.error is not None and "cut" in r.error.message
+
+
+# An image with Debian's pytest (its package folders stand in for it: what is recorded is
+# where Python would find a name first, not what runs). Each added file makes `python3 -m
+# pytest /tests/...` run the agent's code instead, though none writes over the image's.
+PY_IMAGE = """\
+FROM debian:bookworm-slim
+WORKDIR /app
+RUN for m in pytest _pytest; do mkdir -p /usr/lib/python3/dist-packages/$m && \\
+    echo > /usr/lib/python3/dist-packages/$m/__init__.py; done && mkdir -p /usr/lib/python3.11
+"""
+PY_SHADOWS = {
+    "/usr/lib/python3.11/pytest.py": "import sys; sys.exit(0)",  # stdlib's folder comes first
+    "/usr/local/lib/python3.11/dist-packages/_pytest/__init__.py": "",  # /usr/local first
+    "/pytest.ini": "[pytest]\naddopts = -p evil\npythonpath = /tmp/p",  # found above /tests
+    "/conftest.py": "",
+}
+PY_HONEST = (  # a package the image lacks, and bytecode Python wrote beside its stdlib
+    "/usr/local/lib/python3.11/dist-packages/wordfreq/__init__.py",
+    "/usr/lib/python3.11/__pycache__/pytest.cpython-311.pyc",
+)
+
+
+async def test_a_module_first_on_sys_path_is_tampering(env: str, tmp_path: Path) -> None:
+    writes = [(p, body) for p, body in PY_SHADOWS.items()] + [(p, "") for p in PY_HONEST]
+    solve = " && ".join(
+        f"mkdir -p {Path(p).parent} && printf '%s\\n' '{body}' > {p}" for p, body in writes
+    )
+    task = make_task(tmp_path / "t", solve=solve + " && touch /app/ok", test=HONEST_TEST,
+                     dockerfile=PY_IMAGE)  # fmt: skip
+    r = await trial(env, task, tmp_path, "zero")
+    assert r.tamper is not None
+    marks = {c.path: c for c in r.tamper.changes}
+    # Before: all recorded as added, none shadowing, so graded 1.0 under zero.
+    assert {p for p in PY_SHADOWS if marks[p].shadows} == set(PY_SHADOWS), r.tamper
+    assert not any(marks[p].shadows for p in PY_HONEST), r.tamper
+    assert r.outcome == "verifier_failed" and r.error is not None and r.error.type == "Tampered"

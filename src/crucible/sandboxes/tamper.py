@@ -85,9 +85,10 @@ def classify(
     if kind == "added" and is_file:
         if path == "/etc/ld.so.preload" or name in _HOOKS or name.endswith(".pth"):
             shadows = True
-        elif exists_in_image is not None and posixpath.dirname(path) in PATH_DIRS:
-            later = PATH_DIRS[PATH_DIRS.index(posixpath.dirname(path)) + 1 :]
-            shadows = any(exists_in_image(f"{d}/{name}") for d in later)
+        elif path in ROOT_CONFIGS:
+            shadows = True
+        elif exists_in_image is not None:
+            shadows = any(exists_in_image(p) for p in shadowed(path))
     return SystemChange.model_construct(  # every field is set here: nothing to validate
         path=path,
         kind=kind,
@@ -96,6 +97,52 @@ def classify(
         interpreter=interpreter,
         shadows=shadows,
     )
+
+
+# pytest looks for its configuration (and a conftest.py) in the folders of its arguments
+# and upwards: `pytest /tests/test_x.py` finds /pytest.ini, whose addopts and pythonpath
+# load whatever plugin the agent wrote, as does a /conftest.py. Nothing honest puts them at /.
+ROOT_CONFIGS = frozenset(
+    f"/{n}" for n in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg",
+                      "conftest.py")
+)  # fmt: skip
+# A Python module folder, the top-level name an added path gives a module there, and the
+# version: Python finds the first folder on sys.path that holds a name, in this order
+# (Debian's and python.org's layouts together).
+_PY_PLACE = re.compile(
+    r"^(?P<dir>(?:/usr(?:/local)?)?/lib/python(?P<v>3(?:\.\d+)?)"
+    r"(?:/lib-dynload|/site-packages|/dist-packages)?)/(?P<top>[^/]+)"
+)
+_PY_ORDER = (
+    "/usr/local/lib/python{v}", "/usr/lib/python{v}", "/usr/lib/python{v}/lib-dynload",
+    "/usr/local/lib/python{v}/lib-dynload", "/usr/local/lib/python{v}/site-packages",
+    "/usr/local/lib/python{v}/dist-packages", "/usr/lib/python3/dist-packages",
+    "/usr/lib/python{v}/site-packages", "/usr/lib/python{v}/dist-packages",
+)  # fmt: skip
+
+
+def shadowed(path: str) -> list[str]:
+    """Where the image's own code would be found after the added `path`: the same command
+    later on PATH, or the same top-level Python module in a folder later on sys.path
+    (/usr/lib/python3.11/pytest.py, or a pip copy under /usr/local, over the apt pytest in
+    /usr/lib/python3/dist-packages). An added path shadows when the image holds any."""
+    folder, name = posixpath.split(path)
+    if folder in PATH_DIRS:
+        return [f"{d}/{name}" for d in PATH_DIRS[PATH_DIRS.index(folder) + 1 :]]
+    m = _PY_PLACE.match(path)
+    if m is None:
+        return []
+    v, top = m["v"], m["top"]
+    if (
+        v == "3" or top == "__pycache__" or top.endswith("-info")
+    ):  # no module name  # Debian's /usr/lib/python3/dist-packages: last on every 3.x path
+        return []
+    order = [d.format(v=v) for d in _PY_ORDER]
+    if m["dir"] not in order:
+        return []
+    stem = top.split(".", 1)[0] if "." in top and not top.endswith("-info") else top
+    later = order[order.index(m["dir"]) + 1 :]
+    return [f"{d}/{n}" for d in later for n in dict.fromkeys((stem, f"{stem}.py"))]
 
 
 def _exec_file(mode: int | None) -> bool:

@@ -193,10 +193,11 @@ class DockerGrading:
         entries = diff_entries(diff, own)
         asked = 0
         changes = []
+        known: dict[str, bool] = {}  # the container's answer per path, asked once
         for path, kind in entries:
             exists = None
-            if kind == "added" and posixpath.dirname(path) in tamper.PATH_DIRS:
-                exists = await self._exists_map(path)
+            if kind == "added" and (later := tamper.shadowed(path)):
+                exists = await self._exists_map(later, known)
             change = tamper.classify(path, kind, None, exists)
             # The diff has no modes: asked of the engine (one call each, so capped) only
             # where an exec bit decides it, a modified file its place does not mark as code.
@@ -225,9 +226,10 @@ class DockerGrading:
             return stat.S_IFLNK | (go & 0o777)
         return stat.S_IFREG | (go & 0o777)
 
-    async def _exists_map(self, path: str) -> Callable[[str], bool]:
-        """For an added command: which same-named ones later on PATH the image holds."""
-        name = posixpath.basename(path)
-        later = tamper.PATH_DIRS[tamper.PATH_DIRS.index(posixpath.dirname(path)) + 1 :]
-        found = {f"{d}/{name}" for d in later if await self._mode_of(f"{d}/{name}") is not None}
-        return found.__contains__
+    async def _exists_map(self, later: list[str], known: dict[str, bool]) -> Callable[[str], bool]:
+        """For an added command or module: which of the paths it would shadow (later on PATH
+        or sys.path, tamper.shadowed) the container holds."""
+        for p in later:
+            if p not in known:
+                known[p] = await self._mode_of(p) is not None
+        return known.__getitem__

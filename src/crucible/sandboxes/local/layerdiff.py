@@ -9,6 +9,7 @@ is). Classified by sandboxes/tamper.py.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Callable
@@ -27,6 +28,7 @@ def changes(upper: Path, lower: Path, own: list[str], skip: set[str]) -> TamperR
     seen = 0
     mine = tamper.places(own)
 
+    @functools.cache  # an added package asks after the same few names once per file
     def in_image(path: str) -> bool:
         return _lstat_below(lower, path) is not None
 
