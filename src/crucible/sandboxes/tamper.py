@@ -37,6 +37,13 @@ _HOOKS = ("sitecustomize.py", "usercustomize.py")  # and every *.pth
 _LOADER_CONF = re.compile(r"^/etc/ld\.so\.(preload|conf|cache)$|^/etc/ld\.so\.conf\.d/")
 
 
+def kept_in_home(change: SystemChange) -> bool:
+    """What the record keeps of HOME, the agent's to write: only the image's own code there
+    modified or removed (a tool its Dockerfile installed in ~/.local/bin, that test.sh runs
+    by path). Its caches, dotfiles and new tools stay off the record."""
+    return change.kind != "added" and change.code
+
+
 def below(path: str, tops: Iterable[str]) -> bool:
     tops = [t.rstrip("/") for t in tops if t]
     return path in tops or path.startswith(tuple(t + "/" for t in tops))

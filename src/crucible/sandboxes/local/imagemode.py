@@ -327,7 +327,7 @@ class ImageMode:
         argv = shlex.join([*entry, "sh", "-c", "sleep infinity"])
         return f"{argv} </dev/null >{ENTRYPOINT_LOG} 2>&1 &\n"
 
-    def system_changes(self, own: list[str]) -> TamperRecord:
+    def system_changes(self, own: list[str], homes: tuple[str, ...] = ()) -> TamperRecord:
         """What the upper layer holds outside the agent's own places (layerdiff.py)."""
         skip = {*self.mount_points, ENTRYPOINT_LOG}  # made by bwrap or crucible
-        return layerdiff.changes(self.layers / "upper", self.rootfs.path, own, skip)
+        return layerdiff.changes(self.layers / "upper", self.rootfs.path, own, skip, homes)

@@ -19,14 +19,18 @@ from crucible.records.tamper import SystemChange, TamperRecord
 from crucible.sandboxes import tamper
 
 
-def changes(upper: Path, lower: Path, own: list[str], skip: set[str]) -> TamperRecord:
-    """What `upper` holds outside the agent's own places (`own`: its workdir and HOME;
+def changes(
+    upper: Path, lower: Path, own: list[str], skip: set[str], homes: tuple[str, ...] = ()
+) -> TamperRecord:
+    """What `upper` holds outside the agent's own places (`own`: its workdir;
     tamper.OWN_PLACES), leaving out `skip` (mount points bwrap made, crucible's own files).
-    Walked through directory fds (os.fwalk), never through a link, and the image is looked
-    up the same way."""
+    In `homes` (HOME) only the image's own code modified or removed is recorded
+    (tamper.kept_in_home), walked only where the image has the folder. Walked through
+    directory fds (os.fwalk), never through a link, and the image is looked up the same way."""
     found: list[SystemChange] = []
     seen = 0
     mine = tamper.places(own)
+    home = tamper.places([h for h in homes if not mine(h)]) if homes else (lambda _: False)
 
     @functools.cache  # an added package asks after the same few names once per file
     def in_image(path: str) -> bool:
@@ -38,7 +42,7 @@ def changes(upper: Path, lower: Path, own: list[str], skip: set[str]) -> TamperR
         image_dir = _open_below(lower, base)  # the image's folder here, once per folder
         try:
             seen += _folder(
-                base, dirnames, filenames, dirfd, image_dir, mine, skip, in_image, found
+                base, dirnames, filenames, dirfd, image_dir, mine, skip, in_image, found, home
             )
         finally:
             if image_dir is not None:
@@ -58,6 +62,7 @@ def _folder(
     skip: set[str],
     in_image: Callable[[str], bool],
     found: list[SystemChange],
+    home: Callable[[str], bool],
 ) -> int:
     """The changes of one folder of the upper layer (`image_dir`: the image's same folder,
     None when it has none); prunes `dirnames` to the folders to walk. Returns entries seen."""
@@ -71,9 +76,12 @@ def _folder(
             return None
 
     keep = []
+    mark = len(found)
     for d in dirnames:
         path = f"{base}/{d}"
         if mine(path):
+            continue
+        if home(path) and image(d) is None:  # nothing of the image's in a folder it lacks
             continue
         st = os.lstat(d, dir_fd=dirfd)
         if stat.S_ISLNK(st.st_mode):
@@ -99,6 +107,8 @@ def _folder(
             found.append(tamper.classify(path, "added", st.st_mode, in_image))
         else:
             found.append(tamper.classify(path, "modified", st.st_mode, was=was.st_mode))
+    # In HOME, only the image's own code, changed.
+    found[mark:] = [c for c in found[mark:] if not home(c.path) or tamper.kept_in_home(c)]
     return len(filenames) + len(dirnames)
 
 
