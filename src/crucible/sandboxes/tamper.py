@@ -67,6 +67,7 @@ def classify(
     mode: int | None,
     exists_in_image: Callable[[str], bool] | None = None,
     was: int | None = None,
+    path_dirs: tuple[str, ...] = PATH_DIRS,
 ) -> SystemChange:
     """One change, marked. `mode`: the file's st_mode where known (the new file's, or the
     image's for a removed one); `was`: the image's st_mode for a modified one, where known.
@@ -95,7 +96,7 @@ def classify(
         elif path in ROOT_CONFIGS:
             shadows = True
         elif exists_in_image is not None:
-            shadows = any(exists_in_image(p) for p in shadowed(path))
+            shadows = any(exists_in_image(p) for p in shadowed(path, path_dirs))
     return SystemChange.model_construct(  # every field is set here: nothing to validate
         path=path,
         kind=kind,
@@ -128,14 +129,21 @@ _PY_ORDER = (
 )  # fmt: skip
 
 
-def shadowed(path: str) -> list[str]:
+def grading_path(image_path: str | None) -> tuple[str, ...]:
+    """The PATH grading searches (verifiers/script.py's prelude): the system folders, then
+    the image's own entries (a venv, a toolchain under /opt) after them."""
+    extra = [d for d in (image_path or "").split(":") if d.startswith("/") and d != "/"]
+    return tuple(dict.fromkeys((*PATH_DIRS, *(d.rstrip("/") for d in extra))))
+
+
+def shadowed(path: str, path_dirs: tuple[str, ...] = PATH_DIRS) -> list[str]:
     """Where the image's own code would be found after the added `path`: the same command
     later on PATH, or the same top-level Python module in a folder later on sys.path
     (/usr/lib/python3.11/pytest.py, or a pip copy under /usr/local, over the apt pytest in
     /usr/lib/python3/dist-packages). An added path shadows when the image holds any."""
     folder, name = posixpath.split(path)
-    if folder in PATH_DIRS:
-        return [f"{d}/{name}" for d in PATH_DIRS[PATH_DIRS.index(folder) + 1 :]]
+    if folder in path_dirs:
+        return [f"{d}/{name}" for d in path_dirs[path_dirs.index(folder) + 1 :]]
     m = _PY_PLACE.match(path)
     if m is None:
         return []

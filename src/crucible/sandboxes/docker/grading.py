@@ -204,11 +204,12 @@ class DockerGrading:
         asked = 0
         changes = []
         known: dict[str, bool] = {}  # the container's answer per path, asked once
+        path_dirs = tamper.grading_path(await self._image_path())
         for path, kind in entries:
             exists = None
-            if kind == "added" and (later := tamper.shadowed(path)):
+            if kind == "added" and (later := tamper.shadowed(path, path_dirs)):
                 exists = await self._exists_map(later, known)
-            change = tamper.classify(path, kind, None, exists)
+            change = tamper.classify(path, kind, None, exists, path_dirs=path_dirs)
             # The diff has no modes: asked of the engine (one call each, so capped) only
             # where an exec bit decides it, a modified file its place does not mark as code.
             if kind == "modified" and not change.code and asked < STAT_CAP:
@@ -217,6 +218,16 @@ class DockerGrading:
             if not in_home(path) or tamper.kept_in_home(change):
                 changes.append(change)
         return tamper.record(changes)
+
+    async def _image_path(self) -> str | None:
+        """The container's PATH (the image's ENV, or the task's), which grading's prelude
+        searches after the system folders."""
+        try:
+            info = await self._call(self._api.inspect_container, self.id)
+        except Exception:
+            return None
+        env = (info.get("Config") or {}).get("Env") or []
+        return next((e[5:] for e in env if isinstance(e, str) and e.startswith("PATH=")), None)
 
     async def _mode_of(self, path: str) -> int | None:
         """The st_mode of a path in the container (the engine's stat, no content), or None."""

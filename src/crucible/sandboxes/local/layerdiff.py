@@ -15,18 +15,24 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from crucible.records.tamper import SystemChange, TamperRecord
+from crucible.records.tamper import ChangeKind, SystemChange, TamperRecord
 from crucible.sandboxes import tamper
 
 
 def changes(
-    upper: Path, lower: Path, own: list[str], skip: set[str], homes: tuple[str, ...] = ()
+    upper: Path,
+    lower: Path,
+    own: list[str],
+    skip: set[str],
+    homes: tuple[str, ...] = (),
+    path_dirs: tuple[str, ...] = tamper.PATH_DIRS,
 ) -> TamperRecord:
     """What `upper` holds outside the agent's own places (`own`: its workdir;
     tamper.OWN_PLACES), leaving out `skip` (mount points bwrap made, crucible's own files).
     In `homes` (HOME) only the image's own code modified or removed is recorded
     (tamper.kept_in_home), walked only where the image has the folder. Walked through
-    directory fds (os.fwalk), never through a link, and the image is looked up the same way."""
+    directory fds (os.fwalk), never through a link, and the image is looked up the same way.
+    `path_dirs`: the PATH grading searches (tamper.grading_path), for a shadowed command."""
     found: list[SystemChange] = []
     seen = 0
     mine = tamper.places(own)
@@ -36,13 +42,32 @@ def changes(
     def in_image(path: str) -> bool:
         return _lstat_below(lower, path) is not None
 
+    def classify(
+        path: str,
+        kind: ChangeKind,
+        mode: int | None,
+        exists: Callable[[str], bool] | None = None,
+        was: int | None = None,
+    ) -> SystemChange:
+        return tamper.classify(path, kind, mode, exists, was=was, path_dirs=path_dirs)
+
     for dirpath, dirnames, filenames, dirfd in os.fwalk(upper, follow_symlinks=False):
         relpath = os.path.relpath(dirpath, upper)
         base = "" if relpath == "." else "/" + relpath
         image_dir = _open_below(lower, base)  # the image's folder here, once per folder
         try:
             seen += _folder(
-                base, dirnames, filenames, dirfd, image_dir, mine, skip, in_image, found, home
+                base,
+                dirnames,
+                filenames,
+                dirfd,
+                image_dir,
+                mine,
+                skip,
+                in_image,
+                found,
+                home,
+                classify,
             )
         finally:
             if image_dir is not None:
@@ -63,6 +88,7 @@ def _folder(
     in_image: Callable[[str], bool],
     found: list[SystemChange],
     home: Callable[[str], bool],
+    classify: Callable[..., SystemChange],
 ) -> int:
     """The changes of one folder of the upper layer (`image_dir`: the image's same folder,
     None when it has none); prunes `dirnames` to the folders to walk. Returns entries seen."""
@@ -90,9 +116,9 @@ def _folder(
         keep.append(d)
         was = image(d)
         if was is not None and not stat.S_ISDIR(was.st_mode):
-            found.append(tamper.classify(path, "modified", was.st_mode))
+            found.append(classify(path, "modified", was.st_mode))
         elif was is not None and _opaque(dirfd, d):  # judged by its place
-            found.append(tamper.classify(path, "modified", None))
+            found.append(classify(path, "modified", None))
     dirnames[:] = keep
     for name in filenames:
         path = f"{base}/{name}"
@@ -102,11 +128,11 @@ def _folder(
         was = image(name)
         if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # a whiteout
             if was is not None:
-                found.append(tamper.classify(path, "removed", was.st_mode))
+                found.append(classify(path, "removed", was.st_mode))
         elif was is None:
-            found.append(tamper.classify(path, "added", st.st_mode, in_image))
+            found.append(classify(path, "added", st.st_mode, in_image))
         else:
-            found.append(tamper.classify(path, "modified", st.st_mode, was=was.st_mode))
+            found.append(classify(path, "modified", st.st_mode, was=was.st_mode))
     # In HOME, only the image's own code, changed.
     found[mark:] = [c for c in found[mark:] if not home(c.path) or tamper.kept_in_home(c)]
     return len(filenames) + len(dirnames)

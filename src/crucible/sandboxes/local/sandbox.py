@@ -251,8 +251,8 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         bind (or a tmpfs of its own). In image mode, what the upper layer holds."""
         if self.image is None:
             return TamperRecord()
-        home = (self.base_env.get("HOME", "/root"),)  # only the image's code in it
-        return await asyncio.to_thread(self.image.system_changes, [self.workdir], home)
+        # Its HOME (where only the image's code is recorded) and PATH come from base_env.
+        return await asyncio.to_thread(self.image.system_changes, [self.workdir], self.base_env)
 
     def grading_kit(self) -> str | None:
         # Host mode: PATH is the host's read-only /usr, crucible's own tools already.
