@@ -100,7 +100,7 @@ def note_changes(
     result.tampered_paths = None if record is None else record.as_paths()
     if record is None and policy == "zero" and shared:
         log.warning("--tampered zero: this provider cannot see what the attempt changed")
-    if record is None or not record.changes:
+    if record is None or not (record.changes or record.walk_cut):
         return
     reaching = record.reaching
     log.warning(
@@ -108,7 +108,7 @@ def note_changes(
         f"{len(reaching)} that grading can run: "
         + ", ".join(f"{c.path} ({c.marks()})" for c in (reaching or record.changes)[:10])
     )
-    if policy == "zero" and shared and reaching:
+    if policy == "zero" and shared and record.counts_against:
         record.zeroed = True
         raise Tampered(record.reason()[:1000])
 

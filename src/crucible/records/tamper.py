@@ -67,6 +67,9 @@ class TamperRecord(BaseModel):
     changes: list[SystemChange] = Field(default_factory=list)
     n_total: int = 0
     truncated: bool = False
+    # The walk of the layer stopped at its entry cap: changes past it were never looked at,
+    # so the record cannot vouch that none reaches grading (`zero` counts it 0).
+    walk_cut: bool = False
     # Set when --tampered zero counted the trial 0 for these changes.
     zeroed: bool = False
 
@@ -81,9 +84,21 @@ class TamperRecord(BaseModel):
             out.append(f"... {self.n_total - len(self.changes)} more")
         return out
 
+    @property
+    def counts_against(self) -> bool:
+        """What `--tampered zero` counts 0: a change grading could run, or a walk cut short
+        (an agent that buried its change under decoys past the cap)."""
+        return self.walk_cut or bool(self.reaching)
+
     def reason(self, limit: int = 5) -> str:
         """Why `--tampered zero` counts it 0: the changes grading could run, with their marks."""
         hits = self.reaching
+        if self.walk_cut and not hits:
+            return (
+                "tampered: the attempt changed more paths outside its own places than the "
+                f"record walks ({self.n_total}+ seen, the walk was cut), so none can be "
+                "vouched for (--tampered zero)"
+            )
         listed = "; ".join(f"{c.path} ({c.marks()})" for c in hits[:limit])
         more = f"; and {len(hits) - limit} more" if len(hits) > limit else ""
         return (

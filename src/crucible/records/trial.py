@@ -150,13 +150,14 @@ class TrialResult(BaseModel):
         """Whether the attempt changed code grading could run (records/tamper.py), under any
         policy; an older record without `tamper`: whether it changed any system path."""
         if self.tamper is not None:
-            return bool(self.tamper.reaching)
+            return self.tamper.counts_against
         return bool(self.tampered_paths)
 
     def tampered_list(self) -> list[str] | None:
         """The changes behind `tampered`, for a report: "path (modified, executable)"."""
         if self.tamper is not None:
-            return [f"{c.path} ({c.marks()})" for c in self.tamper.reaching]
+            cut = ["(the record's walk was cut: past it, unseen)"] if self.tamper.walk_cut else []
+            return [f"{c.path} ({c.marks()})" for c in self.tamper.reaching] + cut
         return self.tampered_paths
 
     @property

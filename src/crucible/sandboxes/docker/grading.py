@@ -40,6 +40,8 @@ ENGINE_FILES = frozenset(
     {"/etc/hostname", "/etc/hosts", "/etc/resolv.conf", "/etc/mtab", "/usr/sbin/docker-init"}
 )
 _KIND: dict[int, ChangeKind] = {0: "modified", 1: "added", 2: "removed"}
+# The agent's HOME (root's, or a user's): only the image's code in it is recorded.
+HOMES = ("/root", "/home")
 STAT_CAP = 200  # files whose mode is asked of the engine, per record
 
 
@@ -75,10 +77,13 @@ def extra_members(chunks: Iterable[bytes]) -> list[str]:
     return extra
 
 
-def diff_entries(diff: list[dict[str, Any]] | None, own: list[str]) -> list[tuple[str, ChangeKind]]:
+def diff_entries(
+    diff: list[dict[str, Any]] | None, own: list[str], homes: tuple[str, ...] = ()
+) -> list[tuple[str, ChangeKind]]:
     """From the container diff: the changes outside the agent's own places, as (path,
-    kind). A changed directory that only holds other changes is left out (the engine lists
-    every parent of a change), and so is an added one that holds any."""
+    kind); in `homes`, only the image's files modified or removed (tamper.kept_in_home
+    then keeps its code). A changed directory that only holds other changes is left out
+    (the engine lists every parent of a change), and so is an added one that holds any."""
     entries = [
         (posixpath.normpath(str(d.get("Path", ""))), int(d.get("Kind", 0))) for d in diff or []
     ]
@@ -91,8 +96,11 @@ def diff_entries(diff: list[dict[str, Any]] | None, own: list[str]) -> list[tupl
             parents.add(p)
     out: list[tuple[str, ChangeKind]] = []
     mine = tamper.places(own)
+    home = tamper.places(homes)
     for path, kind in sorted(entries):
         if path in ENGINE_FILES or path in ("/", "") or mine(path):
+            continue
+        if kind == 1 and home(path):
             continue
         if kind != 2 and path in parents:
             continue
@@ -189,22 +197,37 @@ class DockerGrading:
         except Exception as e:  # a record, not a verdict: never fail a trial over it
             log.warning("container diff of %s failed: %s", self.name, e)
             return None
-        own = [self.spec.workdir, "/root", "/home", *([self.kit] if self.kit else [])]
-        entries = diff_entries(diff, own)
+        own = [self.spec.workdir, *([self.kit] if self.kit else [])]
+        homes = tuple(h for h in HOMES if not tamper.below(h, [self.spec.workdir]))
+        entries = diff_entries(diff, own, homes)
+        in_home = tamper.places(homes)
         asked = 0
         changes = []
+        known: dict[str, bool] = {}  # the container's answer per path, asked once
+        path_dirs = tamper.grading_path(await self._image_path())
         for path, kind in entries:
             exists = None
-            if kind == "added" and posixpath.dirname(path) in tamper.PATH_DIRS:
-                exists = await self._exists_map(path)
-            change = tamper.classify(path, kind, None, exists)
+            if kind == "added" and (later := tamper.shadowed(path, path_dirs)):
+                exists = await self._exists_map(later, known)
+            change = tamper.classify(path, kind, None, exists, path_dirs=path_dirs)
             # The diff has no modes: asked of the engine (one call each, so capped) only
             # where an exec bit decides it, a modified file its place does not mark as code.
             if kind == "modified" and not change.code and asked < STAT_CAP:
                 asked += 1
                 change = tamper.classify(path, kind, await self._mode_of(path))
-            changes.append(change)
+            if not in_home(path) or tamper.kept_in_home(change):
+                changes.append(change)
         return tamper.record(changes)
+
+    async def _image_path(self) -> str | None:
+        """The container's PATH (the image's ENV, or the task's), which grading's prelude
+        searches after the system folders."""
+        try:
+            info = await self._call(self._api.inspect_container, self.id)
+        except Exception:
+            return None
+        env = (info.get("Config") or {}).get("Env") or []
+        return next((e[5:] for e in env if isinstance(e, str) and e.startswith("PATH=")), None)
 
     async def _mode_of(self, path: str) -> int | None:
         """The st_mode of a path in the container (the engine's stat, no content), or None."""
@@ -225,9 +248,10 @@ class DockerGrading:
             return stat.S_IFLNK | (go & 0o777)
         return stat.S_IFREG | (go & 0o777)
 
-    async def _exists_map(self, path: str) -> Callable[[str], bool]:
-        """For an added command: which same-named ones later on PATH the image holds."""
-        name = posixpath.basename(path)
-        later = tamper.PATH_DIRS[tamper.PATH_DIRS.index(posixpath.dirname(path)) + 1 :]
-        found = {f"{d}/{name}" for d in later if await self._mode_of(f"{d}/{name}") is not None}
-        return found.__contains__
+    async def _exists_map(self, later: list[str], known: dict[str, bool]) -> Callable[[str], bool]:
+        """For an added command or module: which of the paths it would shadow (later on PATH
+        or sys.path, tamper.shadowed) the container holds."""
+        for p in later:
+            if p not in known:
+                known[p] = await self._mode_of(p) is not None
+        return known.__getitem__

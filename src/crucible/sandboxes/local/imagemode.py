@@ -46,7 +46,7 @@ from pathlib import Path
 
 from crucible.errors import ProviderUnavailable, SandboxFailed, TaskInvalid
 from crucible.records.tamper import TamperRecord
-from crucible.sandboxes import gradekit
+from crucible.sandboxes import gradekit, tamper
 from crucible.sandboxes.local import layerdiff
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, bwrap_features, find_bwrap
 from crucible.sandboxes.local.images import Rootfs
@@ -327,7 +327,11 @@ class ImageMode:
         argv = shlex.join([*entry, "sh", "-c", "sleep infinity"])
         return f"{argv} </dev/null >{ENTRYPOINT_LOG} 2>&1 &\n"
 
-    def system_changes(self, own: list[str]) -> TamperRecord:
-        """What the upper layer holds outside the agent's own places (layerdiff.py)."""
+    def system_changes(self, own: list[str], env: dict[str, str]) -> TamperRecord:
+        """What the upper layer holds outside the agent's own places (layerdiff.py); `env`:
+        the sandbox's, for its HOME (only the image's code there is recorded) and its PATH
+        (what an added command may shadow)."""
         skip = {*self.mount_points, ENTRYPOINT_LOG}  # made by bwrap or crucible
-        return layerdiff.changes(self.layers / "upper", self.rootfs.path, own, skip)
+        homes, path_dirs = (env.get("HOME", "/root"),), tamper.grading_path(env.get("PATH"))
+        upper, lower = self.layers / "upper", self.rootfs.path
+        return layerdiff.changes(upper, lower, own, skip, homes, path_dirs)

@@ -9,26 +9,47 @@ is). Classified by sandboxes/tamper.py.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from crucible.records.tamper import SystemChange, TamperRecord
+from crucible.records.tamper import ChangeKind, SystemChange, TamperRecord
 from crucible.sandboxes import tamper
 
 
-def changes(upper: Path, lower: Path, own: list[str], skip: set[str]) -> TamperRecord:
-    """What `upper` holds outside the agent's own places (`own`: its workdir and HOME;
+def changes(
+    upper: Path,
+    lower: Path,
+    own: list[str],
+    skip: set[str],
+    homes: tuple[str, ...] = (),
+    path_dirs: tuple[str, ...] = tamper.PATH_DIRS,
+) -> TamperRecord:
+    """What `upper` holds outside the agent's own places (`own`: its workdir;
     tamper.OWN_PLACES), leaving out `skip` (mount points bwrap made, crucible's own files).
-    Walked through directory fds (os.fwalk), never through a link, and the image is looked
-    up the same way."""
+    In `homes` (HOME) only the image's own code modified or removed is recorded
+    (tamper.kept_in_home), walked only where the image has the folder. Walked through
+    directory fds (os.fwalk), never through a link, and the image is looked up the same way.
+    `path_dirs`: the PATH grading searches (tamper.grading_path), for a shadowed command."""
     found: list[SystemChange] = []
     seen = 0
     mine = tamper.places(own)
+    home = tamper.places([h for h in homes if not mine(h)]) if homes else (lambda _: False)
 
+    @functools.cache  # an added package asks after the same few names once per file
     def in_image(path: str) -> bool:
         return _lstat_below(lower, path) is not None
+
+    def classify(
+        path: str,
+        kind: ChangeKind,
+        mode: int | None,
+        exists: Callable[[str], bool] | None = None,
+        was: int | None = None,
+    ) -> SystemChange:
+        return tamper.classify(path, kind, mode, exists, was=was, path_dirs=path_dirs)
 
     for dirpath, dirnames, filenames, dirfd in os.fwalk(upper, follow_symlinks=False):
         relpath = os.path.relpath(dirpath, upper)
@@ -36,7 +57,17 @@ def changes(upper: Path, lower: Path, own: list[str], skip: set[str]) -> TamperR
         image_dir = _open_below(lower, base)  # the image's folder here, once per folder
         try:
             seen += _folder(
-                base, dirnames, filenames, dirfd, image_dir, mine, skip, in_image, found
+                base,
+                dirnames,
+                filenames,
+                dirfd,
+                image_dir,
+                mine,
+                skip,
+                in_image,
+                found,
+                home,
+                classify,
             )
         finally:
             if image_dir is not None:
@@ -56,6 +87,8 @@ def _folder(
     skip: set[str],
     in_image: Callable[[str], bool],
     found: list[SystemChange],
+    home: Callable[[str], bool],
+    classify: Callable[..., SystemChange],
 ) -> int:
     """The changes of one folder of the upper layer (`image_dir`: the image's same folder,
     None when it has none); prunes `dirnames` to the folders to walk. Returns entries seen."""
@@ -69,9 +102,12 @@ def _folder(
             return None
 
     keep = []
+    mark = len(found)
     for d in dirnames:
         path = f"{base}/{d}"
         if mine(path):
+            continue
+        if home(path) and image(d) is None:  # nothing of the image's in a folder it lacks
             continue
         st = os.lstat(d, dir_fd=dirfd)
         if stat.S_ISLNK(st.st_mode):
@@ -80,9 +116,9 @@ def _folder(
         keep.append(d)
         was = image(d)
         if was is not None and not stat.S_ISDIR(was.st_mode):
-            found.append(tamper.classify(path, "modified", was.st_mode))
+            found.append(classify(path, "modified", was.st_mode))
         elif was is not None and _opaque(dirfd, d):  # judged by its place
-            found.append(tamper.classify(path, "modified", None))
+            found.append(classify(path, "modified", None))
     dirnames[:] = keep
     for name in filenames:
         path = f"{base}/{name}"
@@ -92,11 +128,13 @@ def _folder(
         was = image(name)
         if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:  # a whiteout
             if was is not None:
-                found.append(tamper.classify(path, "removed", was.st_mode))
+                found.append(classify(path, "removed", was.st_mode))
         elif was is None:
-            found.append(tamper.classify(path, "added", st.st_mode, in_image))
+            found.append(classify(path, "added", st.st_mode, in_image))
         else:
-            found.append(tamper.classify(path, "modified", st.st_mode))
+            found.append(classify(path, "modified", st.st_mode, was=was.st_mode))
+    # In HOME, only the image's own code, changed.
+    found[mark:] = [c for c in found[mark:] if not home(c.path) or tamper.kept_in_home(c)]
     return len(filenames) + len(dirnames)
 
 

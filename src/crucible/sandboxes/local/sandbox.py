@@ -241,8 +241,8 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         bind (or a tmpfs of its own). In image mode, what the upper layer holds."""
         if self.image is None:
             return TamperRecord()
-        own = [self.workdir, self.base_env.get("HOME", "/root")]
-        return await asyncio.to_thread(self.image.system_changes, own)
+        # Its HOME (where only the image's code is recorded) and PATH come from base_env.
+        return await asyncio.to_thread(self.image.system_changes, [self.workdir], self.base_env)
 
     def grading_kit(self) -> str | None:
         # Host mode: PATH is the host's read-only /usr, crucible's own tools already.
