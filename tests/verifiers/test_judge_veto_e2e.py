@@ -250,8 +250,8 @@ def test_a_padded_submission_cannot_dodge_the_judge(
     jobs = tmp_path / "jobs"
     with FakeOpenAI(context_limit_chars=limit) as judge:
         judge.push(vetoes_what_it_sees, vetoes_what_it_sees)
-        monkeypatch.setenv("CRUCIBLE_TEST_WC_JUDGE_URL", judge.url)
-        monkeypatch.setenv("CRUCIBLE_TEST_WC_JUDGE_KEY", "judge-secret")
+        monkeypatch.setenv("CRUCIBLE_JUDGE_BASE_URL", judge.url)
+        monkeypatch.setenv("CRUCIBLE_JUDGE_API_KEY", "judge-secret")
         runner.invoke(app, ["run", str(task), "--agent", "oracle", "--env", "local",
                             "--jobs-dir", str(jobs), "--job-name", "pad", "--max-retries", "1",
                             "--json", "--quiet"])  # fmt: skip

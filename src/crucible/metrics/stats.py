@@ -138,7 +138,19 @@ def mean(values: Sequence[float]) -> float | None:
     kept = [v for v in values if math.isfinite(v)]
     if not kept:
         return None
+    return _finite_mean(kept)
+
+
+def _finite_mean(kept: Sequence[float]) -> float:
+    """fsum(values) / n, correctly rounded (10 of 12 ones is exactly 10/12); where that sum
+    overflows (values near max float), the sum of each value divided first."""
     n = len(kept)
+    try:
+        total = math.fsum(kept)
+    except OverflowError:  # "intermediate overflow in fsum"
+        total = math.inf
+    if math.isfinite(total):
+        return total / n
     return math.fsum(v / n for v in kept)
 
 
@@ -149,7 +161,7 @@ def sample_sd(values: Sequence[float]) -> float | None:
     n = len(kept)
     if n < 2:
         return None
-    m = math.fsum(v / n for v in kept)
+    m = _finite_mean(kept)
     devs = [v - m for v in kept]
     scale = max(abs(d) for d in devs)
     if scale == 0.0:

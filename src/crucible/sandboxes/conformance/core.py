@@ -46,7 +46,10 @@ class Ctx:
             "pids_limit": 256,
         }
         base.update(kw)
-        base.update(self.overrides)
+        # An image override names the image for checks that take one; a check that builds
+        # its own Dockerfile (build_steps_isolated) must get that build, not the override.
+        building = kw.get("dockerfile_dir") is not None
+        base.update({k: v for k, v in self.overrides.items() if not (building and k == "image")})
         return SandboxSpec(**base)
 
     @contextlib.asynccontextmanager
