@@ -249,7 +249,7 @@ class DockerSandbox(HostForwards, DockerGrading, Sandbox):
         return decode(out or b""), int(info.get("ExitCode") or 0)
 
     async def _kill(self, mode: str, marker: str = "") -> None:
-        argv = [*self._sh(), "-c", KILL_SCRIPT, "crucible-kill", mode, marker]
+        argv = [*self._sweep_sh(), "crucible-kill", mode, marker]
         try:
             _, code = await self._run_quiet(argv)
             if code == 0:
@@ -265,6 +265,16 @@ class DockerSandbox(HostForwards, DockerGrading, Sandbox):
             await self._run_quiet(argv)
         finally:
             await self._set_pids_limit(self.spec.pids_limit)
+
+    def _sweep_sh(self) -> list[str]:
+        """The kill sweep's shell: the kit's static bash (BASH_ENV unset; grep is busybox's),
+        else the image's sh. Under busybox's sh the sweep after a fork bomb killed the next
+        exec in 1 run of 2 (`fork_bomb` conformance check, exit 137)."""
+        if not self.kit:
+            return ["sh", "-c", KILL_SCRIPT]
+        kit = self.kit
+        script = f'grep() {{ "{kit}/busybox" grep "$@"; }}\n{KILL_SCRIPT}'
+        return [f"{kit}/busybox", "env", "-u", "BASH_ENV", f"{kit}/bash", "-c", script]
 
     async def _kill_quietly(self, marker: str) -> None:
         try:
