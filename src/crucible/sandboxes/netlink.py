@@ -50,12 +50,12 @@ def _enter(fd: int) -> None:
 
 
 @contextlib.contextmanager
-def entered(net_fd: int) -> Iterator[None]:
-    """This thread in the namespace `net_fd` names meanwhile (what it spawns is born
-    there); back home after, or the process ends (see socket_in)."""
+def _back_home() -> Iterator[None]:
+    """Whatever namespace the body moves this thread into, it is back in its own network
+    namespace after, or the process ends: never seen for root, but a loop thread left in a
+    sandbox's namespace would dial the agent's loopback for the judge or model."""
     home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        _enter(net_fd)
         try:
             yield
         finally:
@@ -67,28 +67,28 @@ def entered(net_fd: int) -> Iterator[None]:
         os.close(home)
 
 
+@contextlib.contextmanager
+def entered(net_fd: int) -> Iterator[None]:
+    """This thread in the namespace `net_fd` names meanwhile (what it spawns is born
+    there); back home after, or the process ends (see socket_in)."""
+    with _back_home():
+        _enter(net_fd)
+        yield
+
+
 def new_netns() -> int:
     """A fresh network namespace, owned by ours (root's), with its loopback up: an fd of
     it, which keeps it alive. No process lives in it."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    try:
+    with _back_home():
         if _libc().unshare(CLONE_NEWNET) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"unshare(CLONE_NEWNET): {os.strerror(err)}")
-        try:
-            fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                req = struct.pack("16sh", b"lo", 0)
-                flags = struct.unpack_from("16sh", fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
-                fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | IFF_UP))
-            return fd
-        finally:
-            try:
-                _enter(home)
-            except OSError:
-                os._exit(70)
-    finally:
-        os.close(home)
+        fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            req = struct.pack("16sh", b"lo", 0)
+            flags = struct.unpack_from("16sh", fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
+            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | IFF_UP))
+        return fd
 
 
 def socket_in(
@@ -99,20 +99,8 @@ def socket_in(
 ) -> socket.socket:
     """A socket made in the namespace `net_fd` names (this thread returns home at once);
     by default NETLINK_ROUTE (local/forward.py makes a TCP listener this way)."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        _enter(net_fd)
-        try:
-            return socket.socket(family, kind, proto if family == socket.AF_NETLINK else 0)
-        finally:
-            try:
-                _enter(home)
-            except OSError:
-                # Never seen for root; but a loop thread left in a sandbox's namespace
-                # would dial the agent's loopback for the judge or model: stop here.
-                os._exit(70)
-    finally:
-        os.close(home)
+    with entered(net_fd):
+        return socket.socket(family, kind, proto if family == socket.AF_NETLINK else 0)
 
 
 def _message(seq: int, addr: str) -> bytes:
