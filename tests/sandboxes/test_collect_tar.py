@@ -165,3 +165,21 @@ def test_a_folder_made_of_many_dense_zero_files_is_sparse_on_host(tmp_path: Path
     st = (tmp_path / "out" / "f").stat()
     assert st.st_size == len(data) and st.st_blocks * 512 <= 128 << 10
     assert (tmp_path / "out" / "f").read_bytes() == data
+
+
+def test_a_stream_that_broke_off_is_read_again_from_a_clean_start(tmp_path: Path) -> None:
+    """What a provider does after an archiver tripped over a file changing under it: the
+    sink is restarted (its folder gone, its charges back) and the next read is whole."""
+    budget = Budget.of(Limits())
+    before = (budget.entries_left, budget.bytes_left)
+    sink = Sink("/logs/agent", tmp_path / "out", budget)
+    first = [member("agent/a.txt", data=b"a" * 600), member("agent/b.txt", data=b"b" * 600)[:700]]
+    assert collect_tar(iter(first), sink, strip=1) is False
+    assert sink.record.files == 1 and (tmp_path / "out" / "a.txt").exists()
+    sink.restart()
+    assert not (tmp_path / "out").exists() and (budget.entries_left, budget.bytes_left) == before
+    whole = stream(member("agent/a.txt", data=b"a" * 600), member("agent/b.txt", data=b"b" * 6))
+    assert collect_tar(whole, sink, strip=1) is True
+    assert sink.record.error is None and sink.record.files == 2 and sink.record.bytes == 606
+    assert budget.entries_left == before[0] - 2 and budget.bytes_left == before[1] - 606
+    assert (tmp_path / "out" / "b.txt").read_bytes() == b"b" * 6

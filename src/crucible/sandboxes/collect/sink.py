@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import shutil
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -94,6 +95,20 @@ class Sink:
         self._root: int | None = None
         self._counts: dict[tuple[str, ...], int] = {}
         self._taken: set[tuple[str, ...]] = {()}  # folders taken, for `known` entries
+        self._start = (budget.entries_left, budget.bytes_left)
+        self._made = False  # dst made by this sink
+
+    def restart(self) -> None:
+        """Undo this sink's copy so far (a stream that broke off is read again from the
+        start): the host folder it made is removed, its charges go back to the budget."""
+        self.close()
+        if self._made:
+            shutil.rmtree(self.dst)
+            self._made = False  # only folders and regular files of ours are in it
+        entries, size = self._start
+        self.budget.entries_left, self.budget.bytes_left = entries, size
+        self.record = Collected(src=self.record.src, dst=self.record.dst)
+        self._counts, self._taken = {}, {()}
 
     # -- the record --------------------------------------------------------------
 
@@ -188,6 +203,7 @@ class Sink:
                 parent = os.open(self.dst.parent, _DIR)
             try:
                 self._root = mkdir_at(parent, self.dst.name)
+                self._made = True
             finally:
                 os.close(parent)
         return self._root

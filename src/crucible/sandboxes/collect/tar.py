@@ -44,8 +44,10 @@ def tar_allowance(sink: Sink) -> int:
     return min(room, sink.limits.stream_bytes)
 
 
-def collect_tar(chunks: Iterable[bytes], sink: Sink, *, strip: int, cap: int | None = None) -> None:
-    """Copy the members of a tar of sink.src into the sink.
+def collect_tar(chunks: Iterable[bytes], sink: Sink, *, strip: int, cap: int | None = None) -> bool:
+    """Copy the members of a tar of sink.src into the sink; False when the stream broke
+    off (the sink's record says so: a provider whose archiver can trip over files that
+    change under it may restart the sink and read again).
 
     `strip`: 1 when members are named after the folder itself (Docker:
     "agent/x"), 0 when they are relative to it (`tar -C src .`: "./x").
@@ -88,9 +90,11 @@ def collect_tar(chunks: Iterable[bytes], sink: Sink, *, strip: int, cap: int | N
         pass
     except tarfile.TarError as exc:
         sink.record.error = storable_text(f"unreadable tar stream: {exc}")
+        return False
     finally:
         raw.close()
         sink.close()
+    return True
 
 
 def _member(

@@ -22,7 +22,7 @@ from typing import Any
 
 from crucible.records.tamper import ChangeKind, TamperRecord
 from crucible.sandboxes import tamper
-from crucible.sandboxes.base import SandboxSpec
+from crucible.sandboxes.docker.archive import ArchiveFiles
 from crucible.sandboxes.docker.files import dirs_tar
 from crucible.sandboxes.streams import ChunkReader
 
@@ -108,24 +108,13 @@ def diff_entries(
     return out
 
 
-class DockerGrading:
-    """Needs the sandbox's engine calls: _call, _api, _get, _put, _run_quiet, _abs, _running."""
+class DockerGrading(ArchiveFiles):
+    """Needs the sandbox's engine calls: those of ArchiveFiles, _api, _run_quiet, _running."""
 
     id: str
-    name: str
     _closed: bool
     _api: Any
-    spec: SandboxSpec
     kit: str | None
-
-    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    async def _get(self, path: str, shown: str | None = None, with_stat: bool = False) -> Any:
-        raise NotImplementedError
-
-    async def _put(self, where: str, data: Any, what: str) -> None:
-        raise NotImplementedError
 
     async def _run_quiet(self, argv: list[str], timeout: float = 30.0) -> tuple[str, int]:
         raise NotImplementedError
@@ -134,9 +123,6 @@ class DockerGrading:
         raise NotImplementedError
 
     async def _state(self) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    def _abs(self, path: str) -> str:
         raise NotImplementedError
 
     def _sh(self) -> list[str]:

@@ -8,20 +8,14 @@ and client it uses (through an `EngineClient`). A container that vanished or sto
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
-import posixpath
 import re
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from crucible.errors import ProviderUnavailable, SandboxFailed
 from crucible.sandboxes.base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, SandboxSpec
-from crucible.sandboxes.collect.manifest import DOWNLOAD, Budget
-from crucible.sandboxes.collect.sink import Sink
-from crucible.sandboxes.collect.tar import collect_tar
 from crucible.sandboxes.docker.client import Companions, EngineClient
 from crucible.sandboxes.docker.exec import KILL_SCRIPT, MARKER_VAR, OOM_COUNT_CMD, ExecStream
 from crucible.sandboxes.docker.grading import DockerGrading, ended
@@ -35,9 +29,6 @@ HINT_SDK = "pip install 'crucible[docker]'"
 # How long an exec's stream may stay open after its processes were killed (an
 # escaped process can hold it) before we cut it.
 DRAIN_AFTER_KILL_SEC = 5.0
-# Go's os.FileMode bits, as the engine reports a path's stat with an archive.
-_GO_MODE_DIR = 1 << 31
-_GO_MODE_SYMLINK = 1 << 27
 
 
 def sdk() -> Any:
@@ -295,64 +286,7 @@ class DockerSandbox(HostForwards, DockerGrading, Sandbox):
     async def kill_all(self) -> None:
         await self._kill("all")
 
-    # -- files ------------------------------------------------------------------
-
-    async def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
-        from crucible.sandboxes.docker.files import single_file_tar
-
-        raw = data.encode() if isinstance(data, str) else data
-        tar = await self._engine.call(single_file_tar, self._abs(path), raw, mode)
-        await self._put("/", tar, path)
-
-    async def read_file(self, path: str) -> bytes:
-        from crucible.sandboxes.docker.files import read_member
-
-        target = self._abs(path)
-        for _ in range(16):  # follow symlinks, as open() would
-            chunks = await self._get(target)
-            data, link = await self._call(read_member, chunks, target)
-            if data is not None:
-                return data
-            assert link is not None
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(target), link))
-        raise OSError(f"too many levels of symbolic links: {path}")
-
-    async def upload_dir(self, src: Path, dst: str) -> None:
-        from crucible.sandboxes.docker.files import dir_tar
-
-        tar = await self._engine.call(dir_tar, src, self._abs(dst))
-        try:
-            await self._put("/", tar, dst)
-        finally:
-            tar.close()
-
-    async def download_dir(self, src: str, dst: Path) -> None:
-        """Collected by the same rules as a trial's logs (links recorded, not made), wider caps."""
-        await self.collect_into(src, Sink(src, Path(dst), Budget.of(DOWNLOAD)))
-
-    async def collect_into(self, src: str, sink: Sink) -> None:
-        """Stream the engine's tar of `src` into the sink (see sandboxes/collect/tar.py).
-
-        No trailing "/.": a `src` that is itself a link arrives as one link
-        member and is recorded, not followed into wherever it points.
-        """
-        chunks, st = await self._get(self._abs(src), shown=src, with_stat=True)
-        if not (st or {}).get("mode", 0) & (_GO_MODE_DIR | _GO_MODE_SYMLINK):
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
-            raise FileNotFoundError(errno.ENOTDIR, "not a directory in the sandbox", src)
-        await self._call(collect_tar, chunks, sink, strip=1)
-
-    async def collect_entry_into(self, parent: str, name: str, sink: Sink) -> None:
-        """One entry of `parent` (a file or a folder, a link recorded as a link) into the
-        sink, whose `only` is `name`: the engine's tar of that entry alone, not of `parent`."""
-        path = posixpath.join(self._abs(parent), name)
-        chunks = await self._get(path, shown=path)
-        await self._call(collect_tar, chunks, sink, strip=0)
-
-    def _abs(self, path: str) -> str:
-        return posixpath.normpath(posixpath.join(self.spec.workdir, path))
+    # -- engine file calls (the files themselves: docker/archive.py) ------------
 
     async def _put(self, where: str, data: Any, what: str) -> None:
         docker = sdk()
