@@ -30,6 +30,7 @@ from crucible.sandboxes.local.files import write_new
 from crucible.sandboxes.local.hostuid import Owner
 from crucible.sandboxes.local.init import CTL
 from crucible.sandboxes.local.pool import Slot
+from crucible.sandboxes.local.sweep import Sweep
 
 TIMEOUT_EXIT = 124
 EOF_GRACE_SEC = 0.1  # after the command exits, how long to wait for background holders of stdout
@@ -50,8 +51,8 @@ class PendingExec:
         self.err = proc.CappedBuffer(cap)
 
 
-class LocalExecs:
-    """exec, kill_all and the server's report stream; LocalSandbox holds the state."""
+class LocalExecs(Sweep):
+    """exec and the server's report stream (kill_all: sweep.py); LocalSandbox holds the state."""
 
     spec: SandboxSpec
     slot: Slot
@@ -64,10 +65,6 @@ class LocalExecs:
     _reading: bool
     _linebuf: bytes
     _execs: dict[str, PendingExec]
-    # Execs started so far, and that count when the last kill_all swept: execs are the
-    # only way a process starts in the sandbox, so with none since, a sweep is a no-op.
-    _exec_seq: int = 0
-    _swept_at: int = -1
     _fds: set[int]
     _lost: str | None
     _closed: bool
@@ -116,10 +113,6 @@ class LocalExecs:
         for ex in self._execs.values():
             if not ex.done.done():
                 ex.done.set_exception(SandboxFailed(self._lost))
-
-    def _check(self) -> None:
-        if self._closed or self._lost:
-            raise SandboxFailed(self._lost or "sandbox closed")
 
     def _close_fd(self, fd: int) -> None:
         if fd in self._fds:
@@ -261,12 +254,6 @@ class LocalExecs:
         host = self._host_pid(nspid)
         return host is not None and proc.state_of(host) not in (None, "Z")
 
-    def _candidates(self) -> list[int]:
-        if self.cgroup is not None:
-            return self.cgroup.procs()
-        ns = proc.pid_ns_of(self.init_pid)
-        return proc.pids_in_ns(ns) if ns else []
-
     def _host_pid(self, nspid: int) -> int | None:
         ns = proc.pid_ns_of(self.init_pid)
         for pid in self._candidates():
@@ -324,55 +311,3 @@ class LocalExecs:
             truncated=truncated,
             duration_sec=time.monotonic() - t0,
         )
-
-    # ---- end of the agent phase ----------------------------------------------
-
-    async def kill_all(self) -> None:
-        self._check()
-        seq = self._exec_seq
-        if seq == self._swept_at:  # nothing ran since the last sweep (ends the agent
-            return  # phase, then grading's own kill_all): the worker is spared
-        # pid 1 stays stopped while we sweep (only the host can stop it), so it
-        # cannot start a new worker until everything else is gone.
-        self._signal_init(signal.SIGSTOP)
-        try:
-            await self._kill_all_but_init()
-        finally:
-            self._signal_init(signal.SIGCONT)
-        self._check()  # the server itself survived (it always should: it is pid 1)
-        self._swept_at = seq
-
-    def _signal_init(self, sig: int) -> None:
-        if self._init_fd >= 0:
-            with contextlib.suppress(ProcessLookupError, OSError):
-                signal.pidfd_send_signal(self._init_fd, sig)
-
-    async def _kill_all_but_init(self) -> None:
-        keep = self.init_pid
-        ns = None if self.cgroup is not None else proc.pid_ns_of(self.init_pid)
-        stopped: set[int] = set()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            victims = {
-                p
-                for p in self._candidates()
-                if p != keep
-                and proc.state_of(p) not in (None, "Z")
-                and (ns is None or proc.pid_ns_of(p) == ns)
-            }
-            new = victims - stopped
-            if not new:
-                if not victims:
-                    break
-                proc.signal_pids(victims, signal.SIGKILL)
-                await asyncio.sleep(0.002)
-                stopped.clear()
-                continue
-            # Stop before killing so a fork bomb cannot outrun us.
-            proc.signal_pids(new, signal.SIGSTOP)
-            stopped |= new
-        else:
-            raise SandboxFailed("kill_all: processes kept appearing for 30s")
-        for ex in self._execs.values():
-            if not ex.done.done():
-                ex.done.set_result(128 + signal.SIGKILL)

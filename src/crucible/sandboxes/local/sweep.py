@@ -1,0 +1,122 @@
+"""The end of the agent phase in a live `local` sandbox (a mixin of LocalExecs): kill_all.
+
+pid 1 is stopped (only the host can stop it) while every other process in the
+sandbox's cgroup (or, without cgroups, its pid namespace) is stopped, then killed,
+round after round until none is left: a fork bomb cannot outrun it, and pid 1
+cannot start a new worker until the sweep is done. Killed processes are waited
+for on pidfds, not polled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from typing import Any
+
+from crucible.errors import SandboxFailed
+from crucible.sandboxes import proc
+from crucible.sandboxes.local.cgroups import SandboxCgroup
+
+
+class Sweep:
+    cgroup: SandboxCgroup | None
+    init_pid: int
+    _init_fd: int
+    _execs: dict[str, Any]  # id -> PendingExec (execs.py)
+    _lost: str | None
+    _closed: bool
+    _loop: asyncio.AbstractEventLoop
+    # Execs started so far, and that count when the last kill_all swept: execs are the
+    # only way a process starts in the sandbox, so with none since, a sweep is a no-op.
+    _exec_seq: int = 0
+    _swept_at: int = -1
+
+    def _check(self) -> None:
+        if self._closed or self._lost:
+            raise SandboxFailed(self._lost or "sandbox closed")
+
+    def _candidates(self) -> list[int]:
+        if self.cgroup is not None:
+            return self.cgroup.procs()
+        ns = proc.pid_ns_of(self.init_pid)
+        return proc.pids_in_ns(ns) if ns else []
+
+    async def kill_all(self) -> None:
+        self._check()
+        seq = self._exec_seq
+        if seq == self._swept_at:  # nothing ran since the last sweep (ends the agent
+            return  # phase, then grading's own kill_all): the worker is spared
+        # pid 1 stays stopped while we sweep (only the host can stop it), so it
+        # cannot start a new worker until everything else is gone.
+        self._signal_init(signal.SIGSTOP)
+        try:
+            await self._kill_all_but_init()
+        finally:
+            self._signal_init(signal.SIGCONT)
+        self._check()  # the server itself survived (it always should: it is pid 1)
+        self._swept_at = seq
+
+    def _signal_init(self, sig: int) -> None:
+        if self._init_fd >= 0:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                signal.pidfd_send_signal(self._init_fd, sig)
+
+    async def _kill_all_but_init(self) -> None:
+        keep = self.init_pid
+        ns = None if self.cgroup is not None else proc.pid_ns_of(self.init_pid)
+        stopped: set[int] = set()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            victims = {
+                p
+                for p in self._candidates()
+                if p != keep
+                and proc.state_of(p) not in (None, "Z")
+                and (ns is None or proc.pid_ns_of(p) == ns)
+            }
+            new = victims - stopped
+            if not new:
+                if not victims:
+                    break
+                await self._kill_and_wait(victims)
+                stopped.clear()
+                continue
+            # Stop before killing so a fork bomb cannot outrun us.
+            proc.signal_pids(new, signal.SIGSTOP)
+            stopped |= new
+        else:
+            raise SandboxFailed("kill_all: processes kept appearing for 30s")
+        for ex in self._execs.values():
+            if not ex.done.done():
+                ex.done.set_result(128 + signal.SIGKILL)
+
+    async def _kill_and_wait(self, victims: set[int]) -> None:
+        """SIGKILL the stopped victims and wait on pidfds for their exits (50 ms at most;
+        the caller looks again): the sweep goes on the moment they are gone, no poll."""
+        fds = [fd for fd in map(_pidfd, victims) if fd >= 0]
+        gone = [self._loop.create_future() for _ in fds]
+        try:
+            proc.signal_pids(victims, signal.SIGKILL)
+            for fd, fut in zip(fds, gone, strict=True):
+                self._loop.add_reader(fd, _resolve, fut)
+            if gone:
+                await asyncio.wait(gone, timeout=0.05)
+        finally:
+            for fd in fds:
+                self._loop.remove_reader(fd)
+                os.close(fd)
+
+
+def _pidfd(pid: int) -> int:
+    try:
+        return os.pidfd_open(pid)
+    except OSError:  # already gone
+        return -1
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
