@@ -20,6 +20,7 @@ from crucible.agents.base import Agent
 from crucible.engine.scheduler import Scheduler, backoff_delay
 from crucible.engine.spec import TrialPlan, build_spec, trial_name_for
 from crucible.engine.summary import summarize
+from crucible.engine.teardown import Teardown
 from crucible.engine.trial import run_trial
 from crucible.errors import RETRYABLE, CrucibleError, ErrorKind
 from crucible.records.defaults import DEFAULT_GPU_CONCURRENCY, DEFAULT_MAX_RETRIES
@@ -98,6 +99,7 @@ class JobRunner:
         self.log = FileLog(self.job_dir / JOB_LOG)
         self.writer: BatchWriter | None = None
         self.start_gate: StartGate | None = None
+        self.teardown: Teardown | None = None  # made by run(): sandboxes closed behind trials
 
     # -- planning ------------------------------------------------------------
     def plan(self) -> list[TrialPlan]:
@@ -169,6 +171,7 @@ class JobRunner:
         if o.create_rate or o.max_starting:
             self.start_gate = StartGate(o.create_rate or 1e6, o.max_starting or limit)
         self._sched = sched
+        self.teardown = Teardown(limit)
         for plan in todo:
             sched.add(plan.pool, [(plan, 0)])
         status = "failed"
@@ -194,6 +197,7 @@ class JobRunner:
                 self._record(self._cancelled_result(plan))
             status = "cancelled" if self._cancelled else "completed"
         finally:
+            await self.teardown.drain()  # no sandbox outlives the job
             for w in watchers:
                 w.cancel()
             await asyncio.gather(*watchers, return_exceptions=True)
@@ -259,6 +263,7 @@ class JobRunner:
             env_params=self.cfg.env_params,
             time_limit_sec=self.options.trial_timeout_sec,
             start_gate=self.start_gate,
+            teardown=self.teardown,
         )
 
     async def _remove_leftovers(self) -> None:

@@ -35,6 +35,7 @@ from crucible.engine.separate import grade_separately, verifier_spec
 from crucible.engine.spec import TrialPlan, build_spec
 from crucible.engine.step_grade import VerifierSandboxes
 from crucible.engine.steps import StepsRun
+from crucible.engine.teardown import Teardown
 from crucible.errors import (
     Cancelled,
     CrucibleError,
@@ -129,11 +130,13 @@ async def run_trial(
     env_params: dict[str, str] | None = None,
     time_limit_sec: float | None = None,
     start_gate: StartGate | None = None,
+    teardown: Teardown | None = None,
 ) -> TrialResult:
     """Run one trial to a final TrialResult written to <job>/<trial>/result.json.
 
     `time_limit_sec` bounds the whole trial: a trial past it is a hang, which
-    is the provider's failure (sandbox_failed, retryable), never a zero.
+    is the provider's failure (sandbox_failed, retryable), never a zero. With the
+    job's `teardown`, it returns while its sandbox is still closing.
     """
     task = plan.task
     trial_dir = job_dir / plan.trial_name
@@ -155,6 +158,7 @@ async def run_trial(
     )
     log.info(f"trial {plan.trial_name}: task {task.name} attempt {plan.attempt} (retry {retries})")
     run = _TrialRun(plan, provider, agent, trial_dir, log, result, env_params, start_gate)
+    run.teardown = teardown
     t0 = time.monotonic()
     try:
         async with asyncio.timeout(time_limit_sec):
@@ -187,6 +191,7 @@ class _TrialRun:
     collector: TrialCollector | None = None
     submission: Submission | None = None  # taken from the agent's sandbox (separate mode)
     agent_started: bool = False  # from here on, the sandbox's end may be the attempt's
+    teardown: Teardown | None = None  # the job's: the sandbox is closed behind the trial
 
     async def phases(self) -> None:
         sandbox: Sandbox | None = None
@@ -202,8 +207,8 @@ class _TrialRun:
                     raise
                 raise ended from exc
         finally:
-            if sandbox is not None:
-                await shielded(sandbox.close())
+            if sandbox is not None:  # with a job's teardown: closed behind the trial
+                await (self.teardown.close(sandbox) if self.teardown else shielded(sandbox.close()))
             if self.collector is not None:
                 self.collector.write()
 
