@@ -22,5 +22,7 @@ fi
 # Timing stays out of tests/ (figures belong to bench/).
 bash scripts/check-tests.sh
 
-# -rs: skipped tests (the live Modal ones without credentials) are listed with their reason.
-exec .venv/bin/pytest -q -rs "$@"
+# -rfEs: the short summary lists failures and errors (so a CI log ends with them) and
+# skipped tests with their reason (the live Modal ones without credentials);
+# --durations: the slowest tests, to keep the suite's time in view.
+exec .venv/bin/pytest -q -rfEs --durations=25 "$@"
