@@ -21,7 +21,9 @@ from pathlib import Path
 from crucible.tasks.registry.errors import DatasetError
 
 # Environment a caller may have set that changes which repository or config git uses.
-_KEEP_GIT_ENV = frozenset({"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS"})
+_KEEP_GIT_ENV = frozenset(
+    {"GIT_SSH", "GIT_SSH_COMMAND", "GIT_SSH_VARIANT", "GIT_ASKPASS", "GIT_CONFIG_GLOBAL"}
+)
 _CONFIG = (
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",

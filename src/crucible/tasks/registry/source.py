@@ -176,7 +176,9 @@ def _where(raw: Any, loc: tuple[Any, ...]) -> str:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
         node = node[part] if isinstance(node, (list, dict)) and _has(node, part) else None
         if i == 1 and isinstance(node, dict) and isinstance(node.get("name"), str):
-            out += f" ({node['name'][:80]}@{str(node.get('version'))[:40]})"
+            version = node.get("version")
+            at = f"@{version[:40]}" if isinstance(version, str) else ""
+            out += f" ({node['name'][:80]}{at})"
     return out
 
 
