@@ -113,5 +113,8 @@ def test_help_texts() -> None:
     assert "--datasets-dir" in run_help.stdout
     top = crucible("datasets", "--help")
     assert top.returncode == 0 and "list" in top.stdout and "pull" in top.stdout
+    assert (
+        "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json" in top.stdout
+    )
     pull = crucible("datasets", "pull", "--help")
-    assert "NAME@VERSION" in pull.stdout and "raw.githubusercontent.com" in pull.stdout
+    assert "NAME@VERSION" in pull.stdout and "$CRUCIBLE_DATASETS_DIR" in pull.stdout

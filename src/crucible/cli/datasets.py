@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 REGISTRY_HELP = (
     "Dataset registry (Harbor's registry.json format): a file, a folder of .json files, "
-    f"or an https URL. [default: ${REGISTRY_ENV}, else {DEFAULT_REGISTRY_URL}]"
+    f"or an https URL. [default: ${REGISTRY_ENV}, else Harbor's public registry]"
 )
 DATASETS_DIR_HELP = (
     "Where pulled datasets are kept (one git checkout per repository and commit). "
@@ -42,7 +42,10 @@ DatasetOpt = typer.Option(
 datasets_app = typer.Typer(
     name="datasets",
     help="Datasets by name from a registry in Harbor's format: list them, pull their tasks. "
-    "`crucible run -d NAME@VERSION` runs one.\n\n" + EXIT_CODES_HELP,
+    "`crucible run -d NAME@VERSION` runs one.\n\nHarbor's public registry, the default:\n\n"
+    + DEFAULT_REGISTRY_URL
+    + "\n\n"
+    + EXIT_CODES_HELP,
     no_args_is_help=True,
 )
 
@@ -108,7 +111,11 @@ def list_cmd(
     datasets_dir: Path = DatasetsDirOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """The datasets of the registry: name, version, number of tasks, description."""
+    """The datasets of the registry: name, version, number of tasks, description.
+
+    The registry is --registry, else $CRUCIBLE_REGISTRY, else Harbor's public one,
+    fetched and kept under the datasets folder for use without network.
+    """
     reg, _ = _open(registry, datasets_dir, as_json)
     rows = sorted(reg.datasets, key=lambda d: (d.name, d.version))
     if as_json:
@@ -128,7 +135,7 @@ def list_cmd(
 
 @datasets_app.command("pull", epilog=EXIT_CODES_HELP)
 def pull_cmd(
-    refs: list[str] = typer.Argument(
+    datasets: list[str] = typer.Argument(
         ..., help="Datasets as NAME@VERSION (NAME alone when it has one version)."
     ),
     registry: str = RegistryOpt,
@@ -137,11 +144,11 @@ def pull_cmd(
 ) -> None:
     """Fetch the tasks of datasets into the datasets folder and print where they are.
 
-    Each repository is fetched once per commit, only the task folders asked for; a
-    later pull or run of the same commit reads the checkout already there. HEAD (or a
-    missing git_commit_id) is resolved to a commit at pull time.
+    Each repository is fetched once per commit, only the task folders asked
+    for; a later pull or run at that commit reads the checkout already there.
+    HEAD (or a missing git_commit_id) is resolved to a commit at pull time.
     """
-    pulled = pull_refs(refs, registry, datasets_dir, as_json=as_json)
+    pulled = pull_refs(datasets, registry, datasets_dir, as_json=as_json)
     if as_json:
         data: list[dict[str, Any]] = [
             {"dataset": ref, "tasks": [

@@ -194,8 +194,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run an agent on tasks: one sandboxed trial per task and attempt, graded by the task's tests.
 
-        Tasks are PATHS, and the tasks of each -d NAME@VERSION dataset of the registry
-        (fetched once into the datasets folder, see `crucible datasets`).
+        Tasks are PATHS, and those of each -d NAME@VERSION dataset of the
+        registry (fetched once into the datasets folder: `crucible datasets`).
+
         Results go to JOBS_DIR/JOB_ID/<trial>/result.json and an SQLite index. The model
         endpoint and the provider are checked before any sandbox starts. Exit code 0 when at
         least one trial was graded (whatever the rewards), 1 when every trial ended in an
