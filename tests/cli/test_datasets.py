@@ -93,11 +93,12 @@ def test_errors_name_the_problem_and_exit_with_its_code(tmp_path: Path, registry
         (("run", "-d", "demo", *common), 2, "versions 0.9, 1.0"),
         (("datasets", "pull", "bad@1", *common), 1, "'tasks/missing' does not exist"),
         (("datasets", "list", "--registry", str(tmp_path / "none.json"), "--json"), 3, "does not exist"),
+        (("run", str(tmp_path), *common), 2, "name one with -d NAME@VERSION"),
     ]:  # fmt: skip
         res = crucible(*args)
         assert res.returncode == code, (args, res.stderr)
         err = json.loads(res.stderr.strip().splitlines()[-1])
-        assert err["error"] == "dataset" and says in err["message"], err
+        assert err["error"] in ("dataset", "usage") and says in err["message"], err
     evil = write_registry(
         tmp_path / "evil.json",
         [dataset("evil", "1", [entry("e", "https://h/r", None, "../../etc")])],

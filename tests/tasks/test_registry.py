@@ -67,6 +67,7 @@ def test_harbor_format_reads_with_its_field_names() -> None:
         (entry("t", "ext::sh", SHA, "t"), "tasks[0].git_url", "transport::address"),
         (entry("t", "-uhttps://h/r", SHA, "t"), "tasks[0].git_url", "option"),
         (entry("t", "ssh://-oProxyCommand=x/r", SHA, "t"), "tasks[0].git_url", "'-'"),
+        (entry("t", "git@-oProxyCommand=x:r", SHA, "t"), "tasks[0].git_url", "'-'"),
         ({"name": "t", "git_url": "https://h/r"}, "tasks[0].path", "Field required"),
     ],
 )

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from crucible.cli.common import EXIT_CODES_HELP, JsonOpt, console, err_console, fail, print_json
+from crucible.errors import ExitCode
 from crucible.tasks.registry.names import DATASETS_DIR_ENV, DEFAULT_REGISTRY_URL, REGISTRY_ENV
 
 if TYPE_CHECKING:
@@ -97,6 +98,9 @@ def dataset_paths(
 ) -> list[Path]:
     """The task folders of the datasets `refs` names, for `crucible run -d`."""
     if not refs:
+        if registry is not None or datasets_dir is not None:
+            fail(ExitCode.USAGE, "usage", "--registry and --datasets-dir apply to datasets: "
+                 "name one with -d NAME@VERSION", as_json=as_json)  # fmt: skip
         return []
     return [
         t.path

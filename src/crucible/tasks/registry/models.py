@@ -56,6 +56,8 @@ def url_kind(url: str) -> UrlKind:
     if "::" in url:  # git's transport::address syntax (ext::, fd::, ...)
         raise ValueError(f"git URL {url!r}: a transport::address URL is refused")
     if _SCP_LIKE.match(url) and not url.startswith(("/", ".")):
+        if url.split(":", 1)[0].rpartition("@")[2].startswith("-"):
+            raise ValueError(f"git URL {url!r}: a host starting with '-' is refused")
         return "ssh"
     return "file"  # a local path
 
