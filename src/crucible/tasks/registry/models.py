@@ -27,7 +27,6 @@ Label = Annotated[
 UrlKind = Literal["https", "ssh", "file"]
 
 _HEX_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-_SCP_LIKE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:(?!//)")
 MAX_PATH = 1024
 
 
@@ -55,8 +54,9 @@ def url_kind(url: str) -> UrlKind:
         )
     if "::" in url:  # git's transport::address syntax (ext::, fd::, ...)
         raise ValueError(f"git URL {url!r}: a transport::address URL is refused")
-    if _SCP_LIKE.match(url) and not url.startswith(("/", ".")):
-        if url.split(":", 1)[0].rpartition("@")[2].startswith("-"):
+    colon, slash = url.find(":"), url.find("/")
+    if colon > 0 and (slash < 0 or colon < slash):  # git reads this as scp-like ssh
+        if url[:colon].rpartition("@")[2].startswith("-"):
             raise ValueError(f"git URL {url!r}: a host starting with '-' is refused")
         return "ssh"
     return "file"  # a local path
