@@ -145,12 +145,10 @@ def test_pull_fetches_once_per_commit_sparse_and_the_loader_reads_the_tasks(tmp_
 
 def test_a_task_without_git_url_is_a_folder_beside_a_local_registry(tmp_path: Path) -> None:
     task_repo(tmp_path / "reg", ["local-one"], under="tasks")
-    write_registry(
-        tmp_path / "reg" / "a.json",
-        [dataset("loc", "1", [entry("x", None, None, "tasks/local-one")])],
-    )
+    same = entry("x", None, None, "tasks/local-one")
+    write_registry(tmp_path / "reg" / "a.json", [dataset("loc", "1", [same, same])])
     reg = load_registry(tmp_path / "reg", tmp_path / "cache")  # a folder of .json files
-    [task] = pull_dataset(reg, reg.find("loc@1"), tmp_path / "cache")
+    [task] = pull_dataset(reg, reg.find("loc@1"), tmp_path / "cache")  # listed twice: one task
     assert task.path == (tmp_path / "reg" / "tasks" / "local-one").resolve()
 
 
