@@ -24,6 +24,7 @@ app = typer.Typer(
 # Each module exposes `register(app)`.
 COMMAND_MODULES = [
     "run",
+    "datasets",
     "tasks",
     "sandboxes",
     "doctor",

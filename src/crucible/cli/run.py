@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from crucible.cli.common import JobsDirOpt, err_console, fail, fail_from, print_json
+from crucible.cli.datasets import DatasetOpt, DatasetsDirOpt, RegistryOpt, dataset_paths
 from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
 from crucible.errors import ExitCode
 from crucible.records.defaults import (
@@ -58,6 +59,9 @@ def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
         paths: list[Path] = typer.Argument(None, help="Task directories, or folders of tasks."),
+        dataset: list[str] = DatasetOpt,
+        registry: str = RegistryOpt,
+        datasets_dir: Path = DatasetsDirOpt,
         agent: str = typer.Option(
             None,
             "--agent",
@@ -190,6 +194,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run an agent on tasks: one sandboxed trial per task and attempt, graded by the task's tests.
 
+        Tasks are PATHS, and those of each -d NAME@VERSION dataset of the
+        registry (fetched once into the datasets folder: `crucible datasets`).
+
         Results go to JOBS_DIR/JOB_ID/<trial>/result.json and an SQLite index. The model
         endpoint and the provider are checked before any sandbox starts. Exit code 0 when at
         least one trial was graded (whatever the rewards), 1 when every trial ended in an
@@ -199,6 +206,7 @@ def register(app: typer.Typer) -> None:
 
         from crucible.engine.request import RunRequest
 
+        paths = [*(paths or []), *dataset_paths(dataset, registry, datasets_dir, as_json=as_json)]
         cli: dict[str, Any] = {
             "paths": paths, "agent": agent, "attempts": attempts, "concurrency": concurrency,
             "env": env, "jobs_dir": jobs_dir, "job_name": job_name, "resume": resume,
