@@ -21,7 +21,13 @@ SETUP = (
 
 def test_generated_reference_pages_are_what_the_code_gives(gen_docs: ModuleType) -> None:
     pages = gen_docs.generate()
-    assert set(pages) == {"cli.md", "config.md", "env-params.md", "result-schema.md"}
+    assert set(pages) == {
+        "cli.md",
+        "config.md",
+        "env-params.md",
+        "result-schema.md",
+        "python-api.md",
+    }
     for name, text in pages.items():
         committed = (DOCS / "reference" / name).read_text()
         assert committed == text, f"docs/reference/{name} is stale: run python scripts/gen-docs.py"
