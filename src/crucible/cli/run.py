@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
             None,
             "--tampered",
             help="flag: record changes to the image's code grading runs (the default); "
-            "zero: also count such a trial 0, reason tampered (README: Trust).",
+            "zero: also count such a trial 0, reason tampered (docs/concepts/trust.md).",
         ),
         model: str = typer.Option(None, "--model", "-m", help="Model name for LLM agents."),
         model_base_url: str = typer.Option(

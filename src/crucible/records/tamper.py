@@ -7,7 +7,7 @@ out the places an agent is meant to write: the workdir, HOME, /tmp and /logs (an
 which crucible resets). Each change is added, modified or removed; modified and removed
 ones existed in the image.
 
-`reaches_grading` is the rule `--tampered zero` applies (README "Trust"): a change counts
+`reaches_grading` is the rule `--tampered zero` applies (docs/concepts/trust.md): a change counts
 against the attempt when it is
 - a modified or removed file of the image that is code: an executable (an exec bit, or
   anywhere in a bin/sbin dir), a library (*.so*, the loader, anything under a lib dir,

@@ -61,7 +61,7 @@ class ComposeInvalid(TaskInvalid):
     def __init__(self, path: Path, detail: str) -> None:
         super().__init__(
             f"{path.parent.name}/{path.name}: {detail}",
-            hint="crucible runs compose sidecars through the Engine API; see README "
+            hint="crucible runs compose sidecars through the Engine API; see docs/concepts/tasks.md "
             "'Compose environments' for the fields it accepts",
         )
         self.detail = detail
