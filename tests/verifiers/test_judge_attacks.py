@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from tests.helpers.attack_tasks import BASE_IMAGE, attack_trial
 from tests.helpers.fake_openai import FakeOpenAI, Step, context_overflow, text
+from tests.helpers.providers import BOTH
 from tests.verifiers.test_stages import pipeline, submitted
 
 from crucible.errors import ModelFailed, VerifierFailed
@@ -75,19 +76,22 @@ def judge(monkeypatch: pytest.MonkeyPatch) -> Any:
         yield server
 
 
+@pytest.mark.parametrize("env", BOTH)
 @pytest.mark.parametrize("case", sorted(HELPERS))
 async def test_a_helper_the_judge_cannot_read_whole_is_not_passed(
-    tmp_path: Path, judge: FakeOpenAI, case: str
+    tmp_path: Path, judge: FakeOpenAI, case: str, env: str, request: pytest.FixtureRequest
 ) -> None:
     """Before: each scored 1.0 (the judge's prompt held main.py alone). After: the
     submission is not all there to judge: verifier_failed, counted 0, no call made."""
+    if env == "docker":
+        request.getfixturevalue("docker_engine")
     judge.push(sees_the_cheat)
     place = "cp /solution/helper.py /app/helper.py"
     if case == "linked_helper":
         place = "cp /solution/helper.py /tmp/helper.py && ln -s /tmp/helper.py /app/helper.py"
     task = wordcount(tmp_path / "t", {"main.py": PORT, "helper.py": HELPERS[case]},
                      submission='["/app/"]', solve=f"cp /solution/main.py /app/main.py\n{place}")  # fmt: skip
-    r = await attack_trial("local", task, tmp_path)
+    r = await attack_trial(env, task, tmp_path)
     assert r.agent_result is not None and r.agent_result.exit_code == 0
     assert r.verifier_result is not None and r.verifier_result.script_rewards == {"reward": 1.0}
     assert (r.outcome, r.counted_reward) == ("verifier_failed", 0.0), (r.outcome, r.reward)
@@ -137,7 +141,7 @@ def window(case: str) -> Any:
 @pytest.mark.parametrize(
     ("case", "env"),
     [("openai", "local"), ("llama_cpp", "local"), ("proxy_413", "local"),
-     pytest.param("openai", "docker", marks=pytest.mark.docker)],
+     pytest.param("llama_cpp", "docker", marks=pytest.mark.docker)],
 )  # fmt: skip
 async def test_a_padded_port_that_overflows_the_judge_counts_0(
     tmp_path: Path, judge: FakeOpenAI, case: str, env: str, request: pytest.FixtureRequest
