@@ -21,6 +21,7 @@ import pytest
 from tests.helpers.attack_tasks import BASE_IMAGE, attack_trial
 from tests.helpers.fake_openai import FakeOpenAI, Step, context_overflow, text
 from tests.helpers.providers import BOTH
+from tests.verifiers.test_judge_veto_e2e import PROPER, TASK
 from tests.verifiers.test_stages import pipeline, submitted
 
 from crucible.errors import ModelFailed, VerifierFailed
@@ -28,8 +29,6 @@ from crucible.records.verifier import VerifierResult
 from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
 
-TASK = Path(__file__).resolve().parent / "tasks" / "modal-wordcount"
-PROPER = (TASK / "solution" / "main.py").read_text()
 # The cheat the stand-in judge vetoes on sight: every input computed here, with .local.
 CHEAT = "modal.Function.map = lambda self, inputs: [self.local(x) for x in inputs]\n"
 PAD = "padding the judge never reads\n" * 40_000  # 1.2 MB: past the collector's 1 MiB cap
@@ -66,14 +65,6 @@ def wordcount(root: Path, files: dict[str, str], *, submission: str, solve: str)
         (root / "solution" / name).write_text(body)
     (root / "solution" / "solve.sh").write_text(f"#!/usr/bin/env bash\nset -e\n{solve}\n")
     return load_task(root)
-
-
-@pytest.fixture
-def judge(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("CRUCIBLE_JUDGE_BASE_URL", server.url)
-        monkeypatch.setenv("CRUCIBLE_JUDGE_API_KEY", "judge-secret")
-        yield server
 
 
 @pytest.mark.parametrize("env", BOTH)

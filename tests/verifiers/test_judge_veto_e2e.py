@@ -74,14 +74,6 @@ def trials(jobs: Path, name: str) -> list[dict[str, Any]]:
     return [r.model_dump(mode="json") for r in iter_trial_results(jobs / name)]
 
 
-@pytest.fixture
-def judge(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("CRUCIBLE_JUDGE_BASE_URL", server.url)
-        monkeypatch.setenv("CRUCIBLE_JUDGE_API_KEY", "judge-secret")
-        yield server
-
-
 def test_terminal_agent_decorator_only_is_vetoed_and_proper_port_scores_one(
     fake_openai: FakeOpenAI, judge: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
