@@ -229,3 +229,20 @@ async def test_only_the_endpoints_own_failures_are_model_failed(
     with pytest.raises(kind) as err:
         await pipeline(task, submitted(tmp_path, PROPER), tmp_path)
     assert type(err.value) is kind and f"HTTP {status}" in err.value.message
+
+
+@pytest.mark.parametrize(
+    "error",
+    [{"code": "context_length_exceeded", "message": "This model's maximum context length is 8192 tokens"},
+     {"code": "content_filter", "message": "The prompt was filtered"}],
+)  # fmt: skip
+async def test_a_200_that_carries_the_prompts_refusal_counts_0(
+    tmp_path: Path, fake_openai: FakeOpenAI, error: dict[str, str]
+) -> None:
+    """A proxy that answers 200 with the error its upstream gave. Before: retried as a
+    malformed reply, then model_failed (left out). After: the submission's, counted 0."""
+    fake_openai.push(Step(raw_body=json.dumps({"error": error})))
+    with pytest.raises(VerifierFailed, match="counts against it"):
+        await pipeline(
+            judged_task(tmp_path, fake_openai.url), submitted(tmp_path, PROPER), tmp_path
+        )

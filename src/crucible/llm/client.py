@@ -284,6 +284,12 @@ class ModelClient:
             data = storable(response.json())  # a "\udcff" escape is valid JSON
         except ValueError as exc:
             raise _Retryable(f"reply is not JSON: {response.text[:200]!r}") from exc
+        if isinstance(data, dict) and data.get("error") and not data.get("choices"):
+            said = str(data["error"])[:2000]  # a 200 carrying the 400 a proxy was given
+            if "context_length_exceeded" in said:
+                raise ContextOverflow(said)
+            if any(m in said.lower() for m in REFUSAL_MARKERS):
+                raise ContentRefused(f"model endpoint refused the prompt: {said[:500]}", status=200)
         content, calls, finish, usage = _parse_reply(data)
         return ChatReply(
             content=content,
