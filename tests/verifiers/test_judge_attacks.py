@@ -246,3 +246,30 @@ async def test_a_200_that_carries_the_prompts_refusal_counts_0(
         await pipeline(
             judged_task(tmp_path, fake_openai.url), submitted(tmp_path, PROPER), tmp_path
         )
+
+
+def test_what_of_a_declared_path_counts_as_unseen() -> None:
+    """Submission.unseen from the collector's notes: a declared file, or a declared folder's
+    .py file, cut or a link; a walk that stopped at or above a declared folder (or above a
+    declared file it never reached). Not: a data file or a link that is no .py, in a folder;
+    nor notes on files beside a declared file that was read."""
+    from crucible.sandboxes.collect.manifest import Collected, Note
+    from crucible.verifiers.submission import _unseen
+
+    def rec(*notes: Note) -> list[Collected]:
+        return [Collected(src="/app", dst="sandbox/submission/app", notes=list(notes))]
+
+    cut = Note(path="/app/pkg/helper.py", type="file", truncated=True, reason="cut at 1048576")
+    link = Note(path="/app/helper.py", type="symlink", reason="not followed")
+    data = Note(path="/app/data.bin", type="file", truncated=True, reason="cut")
+    stopped = Note(path="/app", type="dir", truncated=True, reason="stopped: 2000 entries")
+    assert _unseen("/app/", rec(cut), read=False) == [f"{cut.path}: file {cut.reason}"]
+    assert _unseen("/app/pkg/", rec(cut), read=False) and not _unseen("/app/lib/", rec(cut), False)
+    assert _unseen("/app/", rec(link), read=False) == [f"{link.path}: symlink {link.reason}"]
+    assert _unseen("/app/", rec(data), read=False) == []
+    assert _unseen("/app/", rec(stopped), read=False) and _unseen("/app/x/", rec(stopped), False)
+    assert _unseen("/app/main.py", rec(stopped), read=False)  # never reached
+    assert _unseen("/app/main.py", rec(stopped, cut, link), read=True) == []  # read whole
+    main_cut = Note(path="/app/main.py", type="file", truncated=True, reason="cut")
+    assert _unseen("/app/main.py", rec(main_cut), read=False)
+    assert _unseen("/srv/main.py", rec(main_cut), read=False) == []  # another folder's notes
