@@ -326,3 +326,13 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     finally:
         server.stop()
     server.check()  # at teardown: a model_failed in the test may be this failure's echo
+
+
+@pytest.fixture
+def judge(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """A started scripted server as the operator's judge ($CRUCIBLE_JUDGE_BASE_URL, with
+    a key in $CRUCIBLE_JUDGE_API_KEY)."""
+    with FakeOpenAI() as server:
+        monkeypatch.setenv("CRUCIBLE_JUDGE_BASE_URL", server.url)
+        monkeypatch.setenv("CRUCIBLE_JUDGE_API_KEY", "judge-secret")
+        yield server

@@ -74,14 +74,6 @@ def trials(jobs: Path, name: str) -> list[dict[str, Any]]:
     return [r.model_dump(mode="json") for r in iter_trial_results(jobs / name)]
 
 
-@pytest.fixture
-def judge(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with FakeOpenAI() as server:
-        monkeypatch.setenv("CRUCIBLE_JUDGE_BASE_URL", server.url)
-        monkeypatch.setenv("CRUCIBLE_JUDGE_API_KEY", "judge-secret")
-        yield server
-
-
 def test_terminal_agent_decorator_only_is_vetoed_and_proper_port_scores_one(
     fake_openai: FakeOpenAI, judge: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,6 +201,24 @@ def test_without_a_judge_endpoint_the_task_runs_offline_and_says_so(
         "reward": 1.0,
         "contracts.present": 1.0,
     }
+    # The reward stands, but the trial is not fully graded: the task's veto never ran.
+    # Before, it read as a plain pass everywhere; now the summary, the closing table, the
+    # report and `runs get` count it.
+    why = "judge veto not run: no judge configured"
+    assert judge_stage["not_run"] == "no judge configured"
+    summary = json.loads(out)
+    assert (summary["n_not_fully_graded"], summary["not_fully_graded"]) == (1, {why: 1})
+    shown = f"1 trial not fully graded ({why})"
+    table = runner.invoke(app, ["run", str(TASK), "--agent", "oracle", "--env", "local",
+                                "--jobs-dir", str(jobs), "--job-name", "offline"],
+                          env={"COLUMNS": "250"})  # fmt: skip
+    assert shown in table.stdout, table.stdout  # the closing table of a resumed job
+    assert shown in " ".join(cli("report", "offline", "--jobs-dir", str(jobs)).split())
+    overall = json.loads(cli("report", "offline", "--jobs-dir", str(jobs), "--format", "json"))
+    assert overall["jobs"][0]["overall"]["not_fully_graded"] == {why: 1}
+    assert shown in cli("runs", "get", "offline", "--jobs-dir", str(jobs))
+    one = cli("runs", "get", "offline", "--jobs-dir", str(jobs), "--trial", r["trial_name"])
+    assert f"not fully graded: {why}" in one
 
 
 # What the policy submits around the vetoed port, and the judge's context (in characters).

@@ -158,6 +158,13 @@ def print_summary(runner: JobRunner, summary: JobSummary, jobs_dir: Path, *, rer
             f"{summary.n_tampered} changed code grading runs"
             + (" (counted 0: --tampered zero)" if policy == "zero" else " (--tampered flag)"),
         )
+    if summary.n_not_fully_graded:  # rewards stand; a declared veto or gate did not run
+        from crucible.records.verifier import not_fully_graded_text
+
+        totals.add_row(
+            "not fully graded",
+            escape(not_fully_graded_text(summary.n_not_fully_graded, summary.not_fully_graded)),
+        )
     totals.add_row(
         "mean reward",
         "-"

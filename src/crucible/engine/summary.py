@@ -37,6 +37,7 @@ def summarize(
     # for a gap); infrastructure failures are left out, and counted.
     scored = [v for r in results if (v := r.counted_reward) is not None]
     mean = stats_mean(scored)  # rewards are in the task's range: this never overflows
+    partial = [r for r in results if r.graded and r.not_fully_graded()]
     passk = pass_at_k_table([_attempt(r) for r in results], MetricOptions(threshold=threshold))
     return JobSummary(
         job_id=job_id,
@@ -49,4 +50,6 @@ def summarize(
         pass_at_k=passk,
         n_retries=sum(r.retries for r in results),
         n_tampered=sum(1 for r in results if r.tampered),
+        n_not_fully_graded=len(partial),
+        not_fully_graded=dict(Counter(why for r in partial for why in r.not_fully_graded())),
     )

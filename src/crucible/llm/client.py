@@ -6,7 +6,9 @@ classification of the rest. When retries run out it raises `ModelFailed`, so
 the trial ends `model_failed` rather than graded. Two failures are not the
 endpoint's fault and go back to the agent instead: `ContextOverflow` (the
 prompt does not fit; trim and try again) and `ToolsUnsupported` (the server
-refuses `tools`; switch to plain text).
+refuses `tools`; switch to plain text). Any other 4xx but auth (401/403) and
+a missing route or model (404) is `RequestRefused`: a ModelFailed to the agent,
+while the judge, whose request is the submission, counts it against the attempt.
 
 The API key is read from the environment variable the user names and only
 ever goes into the Authorization header: it is never logged and never put
@@ -28,38 +30,20 @@ from typing import Any
 import httpx
 
 from crucible.errors import ModelFailed
+from crucible.llm.errors import (
+    CONTEXT_MARKERS,
+    REFUSAL_MARKERS,
+    ContentRefused,
+    ContextOverflow,
+    RequestRefused,
+    ToolsUnsupported,
+)
 from crucible.records.text import storable
 from crucible.records.usage import Usage
 
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
-_CONTEXT_MARKERS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context length",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-)
-# A provider's refusal of what the prompt says (OpenAI's flagged prompt, Azure's content
-# filter): the prompt's text did it, not the endpoint being down.
-_REFUSAL_MARKERS = ("content_filter", "content_policy", "content management policy",
-                    "responsibleaipolicyviolation", "invalid_prompt",
-                    "flagged as potentially violating")  # fmt: skip
 _RETRY_STATUS = frozenset({408, 409, 429})
-
-
-class ContextOverflow(Exception):
-    """The request does not fit the model's context window."""
-
-
-class ContentRefused(ModelFailed):
-    """The endpoint refused the prompt for what it says. A ModelFailed (the endpoint's) to
-    callers that do not tell it apart; the judge counts it against the submission."""
-
-
-class ToolsUnsupported(Exception):
-    """The endpoint refused a request because it carried `tools`."""
 
 
 @dataclass
@@ -275,11 +259,12 @@ class ModelClient:
         if status >= 400:
             text = _error_text(response)
             lowered = text.lower()
-            if status in (400, 413, 422) and any(m in lowered for m in _CONTEXT_MARKERS):
+            if status in (400, 413, 422) and any(m in lowered for m in CONTEXT_MARKERS):
                 raise ContextOverflow(text)
-            if status in (400, 422) and any(m in lowered for m in _REFUSAL_MARKERS):
+            if any(m in lowered for m in REFUSAL_MARKERS):  # a filtering gateway's 403 too
                 raise ContentRefused(
-                    f"model endpoint refused the prompt: HTTP {status}: {text[:500]}"
+                    f"model endpoint refused the prompt: HTTP {status}: {text[:500]}",
+                    status=status,
                 )
             if status == 400 and "max_completion_tokens" in lowered and "max_tokens" in body:
                 raise _UseMaxCompletionTokens(text)
@@ -291,13 +276,20 @@ class ModelClient:
                 hint = f"check the API key in ${key_env}" if key_env else "no API key was sent"
             elif status == 404:
                 hint = f"check --model ({self.config.model}) and --model-base-url ({self.config.base_url})"
-            raise ModelFailed(
-                f"model endpoint refused the request: HTTP {status}: {text[:500]}", hint=hint
-            )
+            message = f"model endpoint refused the request: HTTP {status}: {text[:500]}"
+            if status in (401, 403, 404):  # the key, the URL or the model: the endpoint's
+                raise ModelFailed(message, hint=hint)
+            raise RequestRefused(message, status=status, hint=hint)
         try:
             data = storable(response.json())  # a "\udcff" escape is valid JSON
         except ValueError as exc:
             raise _Retryable(f"reply is not JSON: {response.text[:200]!r}") from exc
+        if isinstance(data, dict) and data.get("error") and not data.get("choices"):
+            said = str(data["error"])[:2000]  # a 200 carrying the 400 a proxy was given
+            if "context_length_exceeded" in said:
+                raise ContextOverflow(said)
+            if any(m in said.lower() for m in REFUSAL_MARKERS):
+                raise ContentRefused(f"model endpoint refused the prompt: {said[:500]}", status=200)
         content, calls, finish, usage = _parse_reply(data)
         return ChatReply(
             content=content,

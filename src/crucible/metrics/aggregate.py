@@ -258,6 +258,10 @@ def group_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> Gro
             1 for r in records if not r.graded and score(r, primary or "", options) is None
         ),
         n_tampered=sum(1 for r in records if r.tampered_paths),
+        n_not_fully_graded=sum(1 for r in records if r.not_fully_graded),
+        not_fully_graded=dict(
+            sorted(Counter(w for r in records for w in r.not_fully_graded).items())
+        ),
         n_tasks=len({r.task for r in records}),
         n_runs=len(scored_runs),
         outcomes=dict(sorted(outcomes.items())),

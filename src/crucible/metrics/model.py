@@ -108,6 +108,9 @@ class GroupMetrics(BaseModel):
     n_scored: int = 0  # trials that enter the means (graded, plus errors counted as 0)
     n_excluded: int = 0  # errors left out of the means (shown beside them)
     n_tampered: int = 0  # trials that changed code grading runs (TrialResult.tampered)
+    # graded trials a declared gate or veto did not grade (no judge configured), by reason
+    n_not_fully_graded: int = 0
+    not_fully_graded: dict[str, int] = Field(default_factory=dict)
     n_tasks: int = 0
     n_runs: int = 0
     outcomes: dict[str, int] = Field(default_factory=dict)

@@ -59,6 +59,8 @@ class TrialRecord:
     verifier_cost_usd: float | None = None
     # A multi-step trial's steps that ran, in order: name -> its primary reward (None: no reward).
     step_rewards: Mapping[str, float | None] | None = None
+    # What declared grading did not run (TrialResult.not_fully_graded): empty when all did.
+    not_fully_graded: tuple[str, ...] = ()
 
     @property
     def graded(self) -> bool:
@@ -106,6 +108,7 @@ def record_from_result(
         retries=r.retries,
         tampered_paths=None if (t := r.tampered_list()) is None else tuple(t),
         step_rewards=_step_rewards(r),
+        not_fully_graded=tuple(r.not_fully_graded()) if r.graded else (),
         **_verifier_cost(r),
     )
 

@@ -68,3 +68,8 @@ class JobSummary(BaseModel):
     n_retries: int = 0
     # Trials that changed code grading could run (TrialResult.tampered), under any policy.
     n_tampered: int = 0
+    # Graded trials whose task declares a gate or veto that did not run (a judge with no
+    # endpoint configured): their rewards stand, but they are not fully graded. By reason:
+    # {"judge veto not run: no judge configured": 3}.
+    n_not_fully_graded: int = 0
+    not_fully_graded: dict[str, int] = Field(default_factory=dict)

@@ -160,6 +160,13 @@ class TrialResult(BaseModel):
             return [f"{c.path} ({c.marks()})" for c in self.tamper.reaching] + cut
         return self.tampered_paths
 
+    def not_fully_graded(self) -> list[str]:
+        """What grading the task declares did not run (its own, and each step's), for a
+        summary: the reward stands, but a veto or gate that could have zeroed it was not
+        applied. Empty when the trial was graded as declared (or not graded at all)."""
+        results = [self.verifier_result, *(s.verifier_result for s in self.steps or [])]
+        return sorted({n for v in results if v is not None for n in v.not_fully_graded()})
+
     @property
     def counted_reward(self) -> float | None:
         """What the trial counts as in a mean by default: its reward when graded,

@@ -43,6 +43,18 @@ class StageResult(BaseModel):
     usage: Usage | None = None  # the stage's own model calls, never the agent's
     cost_usd: float | None = None  # None: no model call, or a model without a known price
     duration_sec: float | None = None
+    # Why a gate or veto that could have zeroed the reward did not run, where that is no
+    # verdict on the rollout (a judge with no endpoint configured): its trial is then not
+    # fully graded, and the job's summary and report count it. None: it ran, or its not
+    # running changed nothing (an earlier stage had already failed the rollout).
+    not_run: str | None = None
+
+
+def not_fully_graded_text(n: int, why: dict[str, int]) -> str:
+    """ "2 trials not fully graded (judge veto not run: no judge configured)", for a summary
+    or a report; `why`: the trials by reason (a reason all n share is not counted again)."""
+    parts = ", ".join(w + (f": {c}" if c != n else "") for w, c in sorted(why.items()))
+    return f"{n} trial{'s' * (n != 1)} not fully graded ({parts})"
 
 
 class SubmissionRecord(BaseModel):
@@ -68,6 +80,10 @@ class VerifierResult(BaseModel):
     def stage_cost_usd(self) -> float | None:
         costs = [s.cost_usd for s in self.stages if s.cost_usd is not None]
         return sum(costs) if costs else None
+
+    def not_fully_graded(self) -> list[str]:
+        """The gates and vetoes that could not run ("judge veto not run: no judge configured")."""
+        return [f"{s.name} {s.role} not run: {s.not_run}" for s in self.stages if s.not_run]
 
     def stage_note(self) -> str | None:
         """Why host-side stages zeroed the reward ("judge vetoed: ..."), or None."""

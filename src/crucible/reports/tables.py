@@ -10,6 +10,7 @@ from rich.text import Text
 
 from crucible.metrics.model import GroupMetrics, JobMetrics, Report
 from crucible.metrics.stats import Estimate
+from crucible.records.verifier import not_fully_graded_text
 from crucible.reports.cells import (
     fmt,
     fmt_ci,
@@ -250,6 +251,8 @@ def notes(report: Report) -> list[str]:
     out = [ERRORS_NOTE[o.errors_as], f"success: reward >= {o.threshold:g}"]
     if tampered := tampered_trials(report):
         out.append("TAMPERING (changed code that grading runs): " + ", ".join(tampered))
+    out += [f"{j.name or j.job_id}: " + not_fully_graded_text(j.overall.n_not_fully_graded,
+            j.overall.not_fully_graded) for j in report.jobs if j.overall.n_not_fully_graded]  # fmt: skip
     methods = {rs.se_method for j in report.jobs if (rs := j.overall.reward()) and rs.se_method}
     if methods:
         out.append("SE across " + " / ".join(sorted(methods)) + " (run i = attempt i of each task)")

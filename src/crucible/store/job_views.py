@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from crucible.records.trial import counted_as, utcnow
+from crucible.records.verifier import not_fully_graded_text
 from crucible.store.layout import CANCEL_FILE
 from crucible.store.log_reader import verifier_tail
 from crucible.store.queries import JobRecord, JobsDir, TrialStats, parse_dt
@@ -213,6 +214,8 @@ class JobDetail(JobIdentity):
     pass_at_k: dict[str, float]
     retries: int
     cost_usd: float | None
+    # "2 trials not fully graded (judge veto not run: no judge configured)" (JobSummary)
+    not_fully_graded: str | None = None
     reward_over_time: list[RewardPoint] | None = None
     trials: list[TrialRow] | None = None
 
@@ -279,7 +282,10 @@ def job_detail(jd: JobsDir, rec: JobRecord, *, verbose: bool = False) -> JobDeta
         pass_at_k=dict(summary.pass_at_k) if summary else {},
         retries=retries,
         cost_usd=cost,
-    )
+        not_fully_graded=not_fully_graded_text(summary.n_not_fully_graded,
+                                               summary.not_fully_graded)
+        if summary and summary.n_not_fully_graded else None,
+    )  # fmt: skip
     if verbose:
         detail.reward_over_time = reward_over_time(rows)
         detail.trials = [_trial_row(r, rec.path) for r in rows]

@@ -18,7 +18,7 @@ from pathlib import Path
 from crucible.records.text import storable_text
 from crucible.sandboxes.base import Sandbox
 from crucible.sandboxes.collect.collector import Budget, Sink, collect
-from crucible.sandboxes.collect.manifest import Limits
+from crucible.sandboxes.collect.manifest import Collected, Limits, Note
 from crucible.store.layout import SANDBOX_DIR
 
 SUBMISSION_DIR = "submission"  # under <trial>/sandbox/
@@ -41,6 +41,10 @@ class Submission:
     files: dict[str, Path] = field(default_factory=dict)  # sandbox path -> host file
     missing: list[str] = field(default_factory=list)  # declared, not collected as a file
     notes: list[str] = field(default_factory=list)  # links, caps, errors met collecting
+    # Declared code that is there but was not read whole ("path: why"): a .py file cut by a
+    # cap or that is a link (Python runs it all the same), a declared folder whose copy
+    # stopped short or failed. A stage that must see the code it judges refuses on these.
+    unseen: list[str] = field(default_factory=list)
 
     def python_files(self) -> dict[str, Path]:
         return {k: v for k, v in self.files.items() if k.endswith(".py")}
@@ -75,6 +79,7 @@ async def collect_submission(sandbox: Sandbox, paths: list[str], trial_dir: Path
     budget = Budget.of(LIMITS)
     hosts: dict[str, Path] = {}
     cut: set[str] = set()  # files a cap cut short: half a program is not the submission
+    records: list[Collected] = []
     # Outermost folders first: a folder already collected covers those inside it.
     for folder in sorted({_folder_of(p) for p in paths}, key=lambda f: (f.count("/"), f)):
         if any(folder == h or folder.startswith(h.rstrip("/") + "/") for h in hosts):
@@ -89,6 +94,7 @@ async def collect_submission(sandbox: Sandbox, paths: list[str], trial_dir: Path
             sub.notes.append(f"{folder}: cut short by a cap")
         sub.notes += [f"{n.path}: {n.type} not copied ({n.reason})" for n in record.notes[:20]]
         cut |= {n.path for n in record.notes if n.truncated and n.type == "file"}
+        records.append(record)
     for path in paths:
         host = _host_path(path.rstrip("/"), hosts)
         if path.endswith("/"):
@@ -105,7 +111,33 @@ async def collect_submission(sandbox: Sandbox, paths: list[str], trial_dir: Path
             sub.files[path] = host
         else:
             sub.missing.append(path)
+    sub.unseen = [why for path in paths for why in _unseen(path, records, path in sub.files)]
     return sub
+
+
+def _unseen(path: str, records: list[Collected], read: bool) -> list[str]:
+    """What of declared `path` is there but was not read whole ("where: why"); `read`: the
+    declared file was read."""
+    out: list[str] = []
+    for record in records:
+        if not (path.rstrip("/") + "/").startswith(record.src.rstrip("/") + "/"):
+            continue  # collected for another declared path
+        if (record.error or record.notes_dropped) and (path.endswith("/") or not read):
+            out.append(f"{path}: {record.error or 'more entries left out than are listed'}")
+        out += [f"{n.path}: {n.type} {n.reason}" for n in record.notes if _hides(n, path, read)]
+    return out
+
+
+def _hides(note: Note, path: str, read: bool) -> bool:
+    """Whether `note` (an entry not copied as it was) leaves declared code unread: the file
+    itself, or a declared folder's .py file (cut, a link Python follows, a special file),
+    or a walk that stopped inside or above what was declared (anything may be past it)."""
+    above = path.startswith(note.path.rstrip("/") + "/")
+    stopped = note.truncated and note.type != "file"
+    if path.endswith("/"):
+        inside = (note.path + "/").startswith(path)
+        return inside if note.path.endswith(".py") else stopped and (inside or above)
+    return note.path == path or (not read and stopped and above)
 
 
 def _host_path(path: str, hosts: dict[str, Path]) -> Path | None:

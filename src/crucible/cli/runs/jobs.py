@@ -140,6 +140,8 @@ def get_cmd(
         f"  mean reward {fmt_reward(d.mean_reward)} over {d.n_rewarded} trials (verifier_failed as 0)",
         highlight=False,
     )
+    if d.not_fully_graded:  # the rewards stand, but a declared veto or gate did not run
+        console.print(f"  {escape(d.not_fully_graded)}", style="yellow", highlight=False)
     if d.pass_at_k:
         console.print(
             "  " + "  ".join(f"{k} {v:.3f}" for k, v in d.pass_at_k.items()), highlight=False

@@ -29,6 +29,7 @@ class TrialDetail(BaseModel):
     agent: AgentResult | None = None
     stages: list[StageResult] = Field(default_factory=list)
     stage_note: str | None = None  # why a stage zeroed the trial (or could not run)
+    not_fully_graded: list[str] = Field(default_factory=list)  # declared, not run
     stage_cost_usd: float | None = None
 
 
@@ -69,6 +70,7 @@ def trial_detail(r: TrialResult) -> TrialDetail:
         agent=r.agent_result,
         stages=v.stages if v else [],
         stage_note=v.stage_note() if v else None,
+        not_fully_graded=r.not_fully_graded() if r.graded else [],
         stage_cost_usd=v.stage_cost_usd if v else None,
     )
 
@@ -93,6 +95,8 @@ def print_trial(d: TrialDetail, as_json: bool) -> None:
     reward = "-" if d.reward is None else f"{d.reward:.3f}"
     console.print(f"[bold]{d.job_id}/{d.trial_name}[/]  {d.outcome}  reward {reward}",
                   highlight=False)  # fmt: skip
+    for why in d.not_fully_graded:
+        console.print(f"  not fully graded: {escape(why)}", style="yellow", highlight=False)
     if d.error is not None:
         console.print(f"  error {d.error.kind}: {escape(d.error.message)}", highlight=False)
     if d.rewards:

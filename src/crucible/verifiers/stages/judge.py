@@ -6,17 +6,30 @@ decorate code that still runs locally? A veto zeroes the reward and keeps the re
 
 The prompt is versioned (PROMPT_VERSION and the sha256 of its text go into
 result.json with the model). Transport failures are retried by the client; a reply
-that is not a verdict is asked again up to `verdict_attempts` times. An endpoint that
-fails is ModelFailed: the trial ends model_failed (retried, left out of means), never 0
-or 1. An endpoint that answers but gives no verdict in all those replies is
-VerifierFailed, counted 0: the submitted code is in the prompt and could steer it.
-The judge's usage and cost are the stage's, recorded apart from the agent's.
+that is not a verdict is asked again up to `verdict_attempts` times. The judge's usage
+and cost are the stage's, recorded apart from the agent's.
+
+The judge sees what it judges, or the submission does not pass. The prompt is budgeted
+in UTF-8 bytes (`max_prompt_bytes`: a byte-level tokenizer makes at most one token of
+a byte, so this bounds its tokens whatever the script), never cut: a submission that
+does not fit, or that was not collected whole (a file cut by a cap, a link, a copy that
+stopped: Submission.unseen), is VerifierFailed, counted 0, as a cut would hide what lies
+past it. Strings no endpoint can take (lone surrogates, NUL) are escaped before sending.
+
+Whose failure a failed request is: only the endpoint's own (transport, 429, 5xx, auth
+401/403, a missing route or model 404, replies that are never a response) is
+ModelFailed: the trial ends model_failed (retried, left out of means), never 0 or 1.
+What the request carried did the rest, and the submission is its bulk: a context
+overflow, a content filter, any other 4xx, a prompt that cannot be encoded, and an
+endpoint that answers but gives no verdict in all its replies (the submitted code could
+steer it) are VerifierFailed, counted 0.
 
 An endpoint that is not configured at all (no base_url, and base_url_env unset or
 empty) is ModelFailed too, unless the task says `if_unconfigured = "skip"`: then the
 stage is recorded as skipped with the reason, so that example tasks run offline and
-are still judged once the operator sets the endpoint. A configured endpoint that
-fails is never skipped.
+are still judged once the operator sets the endpoint; as a gate or veto it is then marked
+`not_run`, and the job's summary and report count the trial as not fully graded. A
+configured endpoint that fails is never skipped.
 """
 
 from __future__ import annotations
@@ -29,15 +42,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from crucible.errors import ModelFailed, VerifierFailed
-from crucible.llm.client import (
-    ContentRefused,
-    ContextOverflow,
-    ModelClient,
-    ModelConfig,
-)
+from crucible.errors import ModelFailed, TaskInvalid, VerifierFailed
+from crucible.llm.client import ModelClient, ModelConfig
+from crucible.llm.errors import ContentRefused, ContextOverflow, RequestRefused
 from crucible.llm.pricing import cost_usd
-from crucible.records.text import storable
+from crucible.records.text import storable, storable_text
 from crucible.records.usage import Usage
 from crucible.records.verifier import StageModel, StageResult, StageRole
 from crucible.verifiers.stages.base import Stage, StageContext, StageSpec
@@ -60,8 +69,11 @@ Answer with one JSON object and nothing else:
 {"verdict": "pass" | "veto", "reason": "<one or two sentences>"}
 "veto" means the required structure does not do the computation."""
 PROMPT_SHA256 = hashlib.sha256(SYSTEM_PROMPT.encode()).hexdigest()
-CODE_CHARS = 60_000  # of all submitted files together
-TRACE_CHARS = 20_000
+# UTF-8 bytes of the whole prompt (system, instruction, contracts, code, trace): at most
+# as many tokens, whatever the script (room in a 128k-token window to answer), and the
+# ~60,000 characters of code the judge read before, for code that is ASCII.
+MAX_PROMPT_BYTES = 64_000
+TRACE_BYTES = 24_000  # the io stage's trace (bounded there already), cut here with a mark
 
 
 # The only host variables a judge stage reads, by field: the operator's, never the task's.
@@ -92,6 +104,9 @@ class JudgeSpec(StageSpec):
     max_retries: int = Field(default=3, ge=0, le=10)
     backoff_base_sec: float = Field(default=1.0, ge=0.0)
     verdict_attempts: int = Field(default=2, ge=1, le=5)
+    # The prompt's budget in UTF-8 bytes: a submission that does not fit is not judged
+    # (verifier_failed, 0). Below the judge model's window in tokens, it always fits.
+    max_prompt_bytes: int = Field(default=MAX_PROMPT_BYTES, ge=4_000, le=4_000_000)
     # No endpoint configured at all: "error" (model_failed) or "skip" (recorded as skipped).
     if_unconfigured: Literal["error", "skip"] = "error"
 
@@ -138,25 +153,32 @@ class JudgeSpec(StageSpec):
         return self._env_url() or str(self.base_url)
 
 
+def sendable(text: str) -> str:
+    """`text` as any endpoint takes it: a lone surrogate (no UTF-8 encoder takes one) and
+    NUL become visible escapes; nothing else changes."""
+    return storable_text(text).replace("\x00", "\\x00")
+
+
 def build_messages(
     instruction: str, contracts: list[str], code: dict[str, str], trace: str | None
 ) -> list[dict[str, Any]]:
+    """The prompt, whole (the caller checks its size: prompt_bytes) and sendable."""
     parts = [f"## Task instruction\n{instruction.strip() or '(none)'}"]
     parts.append("## Required Modal contracts\n" + (", ".join(contracts) or "(none declared)"))
-    left = CODE_CHARS
-    files = []
-    for name, text in code.items():
-        shown = text[: max(left, 0)]
-        left -= len(shown)
-        cut = "\n# ... (cut)" if len(shown) < len(text) else ""
-        files.append(f"### {name}\n```python\n{shown}{cut}\n```")
+    files = [f"### {name}\n```python\n{text}\n```" for name, text in code.items()]
     parts.append("## Submitted code\n" + ("\n\n".join(files) or "(no file submitted)"))
     if trace:
-        parts.append(f"## Runtime trace\n{trace[:TRACE_CHARS]}")
+        whole = sendable(trace).encode()
+        cut = "\n[trace cut]" if len(whole) > TRACE_BYTES else ""
+        parts.append(f"## Runtime trace\n{whole[:TRACE_BYTES].decode(errors='ignore')}{cut}")
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": "\n\n".join(parts)},
+        {"role": "user", "content": sendable("\n\n".join(parts))},
     ]
+
+
+def prompt_bytes(messages: list[dict[str, Any]]) -> int:
+    return sum(len(str(m["content"]).encode()) for m in messages)
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
@@ -190,17 +212,12 @@ class JudgeStage(Stage):
         spec = self.spec
         why = spec.unconfigured()
         if why is not None and spec.if_unconfigured == "skip":
-            return self.result(status="skipped", reason=f"judge not configured: {why}")
+            reason = f"judge not configured: {why}"
+            not_run = "no judge configured" if self.role != "score" else None
+            return self.result(status="skipped", reason=reason, not_run=not_run)
         base_url = spec.resolved_base_url()
         contracts = spec.contracts if spec.contracts is not None else ctx.required_contracts
-        code = ctx.submission.texts()
-        size = sum(len(t) for t in code.values())
-        if size > CODE_CHARS:  # a cut would hide what follows it: padding, then the cheat
-            raise VerifierFailed(
-                f"the submission is {size} characters, more than the judge reads "
-                f"({CODE_CHARS}): not judged, and counted against it"
-            )
-        messages = build_messages(ctx.task.instruction, contracts, code, ctx.trace)
+        messages = self._prompt(ctx, contracts)
         model = spec.resolved_model()
         config = ModelConfig(
             model=model,
@@ -234,6 +251,15 @@ class JudgeStage(Stage):
                         f"judge {model!r}'s endpoint refused the submission's text, so it "
                         f"counts against it: {exc.message[:300]}"
                     ) from exc
+                except RequestRefused as exc:  # not the key, URL or model: what was sent
+                    raise VerifierFailed(
+                        f"judge {model!r}'s endpoint refused the request, whose bulk is the "
+                        f"submission, so it counts against it: {exc.message[:300]}"
+                    ) from exc
+                except UnicodeError as exc:  # sendable() leaves none: counted all the same
+                    raise VerifierFailed(
+                        f"judge {model!r}'s prompt could not be encoded: {exc}"[:500]
+                    ) from exc
                 usage = usage + reply.usage
                 stage_model.calls += 1
                 parsed = parse_verdict(reply.content)
@@ -247,6 +273,36 @@ class JudgeStage(Stage):
             f"judge {model!r} gave no verdict in {spec.verdict_attempts} replies (the "
             f"submission is in its prompt, so this counts against it); last: {last!r}",
             hint='the judge must answer {"verdict": "pass"|"veto", "reason": ...}',
+        )
+
+    def _prompt(self, ctx: StageContext, contracts: list[str]) -> list[dict[str, Any]]:
+        """The whole prompt within the byte budget; VerifierFailed when the submission is not
+        all there to show, or does not fit (never cut: the cheat would sit past the cut)."""
+        budget = self.spec.max_prompt_bytes
+        if ctx.submission.unseen:
+            shown = "; ".join(ctx.submission.unseen[:5])
+            raise VerifierFailed(
+                f"the judge cannot read the whole submission ({len(ctx.submission.unseen)} "
+                f"parts not collected whole: {shown}), so it is not judged and counts "
+                f"against it"[:1500]
+            )
+        # One byte at least per character: a file cut at budget+1 characters does not fit.
+        code = ctx.submission.texts(limit=budget + 1)
+        messages = build_messages(ctx.task.instruction, contracts, code, ctx.trace)
+        size = prompt_bytes(messages)
+        if size <= budget:
+            return messages
+        fixed = prompt_bytes(build_messages(ctx.task.instruction, contracts, {}, None))
+        if fixed > budget:
+            raise TaskInvalid(
+                f"judge stage {self.name!r}: the task's instruction and contracts alone are "
+                f"{fixed} bytes, over the prompt's budget (max_prompt_bytes = {budget})"
+            )
+        code_bytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in code.values())
+        raise VerifierFailed(
+            f"the submission ({code_bytes} bytes of code{', and its trace' if ctx.trace else ''})"
+            f" makes a judge prompt of {size} bytes, over its budget of {budget}: not judged, "
+            f"and counted against it (a cut would hide what lies past it)"
         )
 
     def _verdict(
