@@ -55,7 +55,7 @@ def test_utf8_files_are_read_as_python_reads_them(data: bytes) -> None:
         (b"x = '\xff'\n", "Python refuses"),
         (b"x = 1\ny = '\xc3'\n", "not valid UTF-8 at byte"),
         (b"# coding: ascii\nx = '\xc3\xa9'\n", "not valid ASCII"),
-        # a lone CR hides line 2 from a reader that splits lines at "\n" only
+        # after a lone CR: line 2 for a reader that splits lines there, refused all the same
         (b"x = 1\r# coding: utf-7\nprint(1)\n", "utf-7"),
     ],
 )
