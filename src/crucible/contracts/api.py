@@ -8,7 +8,7 @@ common.py built, so a multi-file project is labelled as a reader would.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from crucible.contracts.detect import Analyzer
@@ -94,11 +94,15 @@ def _resolver(path: Path, roots: list[Path], exports: dict[Path, ModuleExports])
     return resolve
 
 
-def analyze_paths(paths: Iterable[str | Path]) -> list[tuple[Path, Analysis]]:
+def analyze_paths(
+    paths: Iterable[str | Path], texts: Mapping[Path, str] | None = None
+) -> list[tuple[Path, Analysis]]:
     """Analyse files and folders as one program (imports between them resolved).
 
     Two passes: the first finds each file's module-level Modal objects, the
-    second analyses each file with its imports of the others resolved.
+    second analyses each file with its imports of the others resolved. A file
+    in `texts` is analysed as that text (the verifier's decoding of a submitted
+    file), any other is read as UTF-8.
     """
     given = list(paths)
     files = python_files(given)
@@ -106,7 +110,10 @@ def analyze_paths(paths: Iterable[str | Path]) -> list[tuple[Path, Analysis]]:
     trees: list[tuple[Path, Path, ast.Module]] = []
     exports: dict[Path, ModuleExports] = {}
     for path in files:
-        tree = _parse(path.read_text(encoding="utf-8", errors="replace"), str(path))
+        given_text = (texts or {}).get(path)
+        if given_text is None:
+            given_text = path.read_text(encoding="utf-8", errors="replace")
+        tree = _parse(given_text, str(path))
         real = path.resolve()
         trees.append((path, real, tree))
         exports[real] = _walk(tree, str(path)).exports()

@@ -63,6 +63,9 @@ class CallMixin:
     def assign(self, target: ast.expr, val: Val) -> None:
         raise NotImplementedError
 
+    def truth(self, test: ast.expr) -> bool | None:
+        raise NotImplementedError
+
     # -- expressions -------------------------------------------------------
     def eval(self, node: ast.expr) -> Val:
         if isinstance(node, ast.Constant):
@@ -81,13 +84,12 @@ class CallMixin:
             return self._binop(node)
         if isinstance(node, ast.IfExp):
             self.eval(node.test)
+            known = self.truth(node.test)  # `x if False else y` never evaluates x
+            if known is not None:
+                return self.eval(node.body if known else node.orelse)
             return join(self.eval(node.body), self.eval(node.orelse))
         if isinstance(node, ast.BoolOp):
-            vals = [self.eval(v) for v in node.values]
-            out = vals[0]
-            for v in vals[1:]:
-                out = join(out, v)
-            return out
+            return self._boolop(node)
         if isinstance(node, ast.NamedExpr):
             val = self.eval(node.value)
             self.assign(node.target, val)
@@ -152,6 +154,16 @@ class CallMixin:
         if isinstance(node.op, ast.Add) and lists:
             return Val(Kind.SEQ, elems=list(lists[0].elems))
         return UNKNOWN
+
+    def _boolop(self, node: ast.BoolOp) -> Val:
+        """`False and f.map(xs)` never calls f.map: operands after the deciding one do not run."""
+        out: Val | None = None
+        for v in node.values:
+            val = self.eval(v)
+            out = val if out is None else join(out, val)
+            if self.truth(v) is isinstance(node.op, ast.Or):
+                break
+        return out or UNKNOWN
 
     def _path_ref(self, path: str, node: ast.AST) -> None:
         self.emit(opt.DECORATORS.get(path) or opt.LEGACY_REFS.get(path), node)

@@ -3,7 +3,8 @@
 Module-level code runs first, in order; function bodies run after it (as they
 would at call time), so a body sees every module-level binding. Each use is
 recorded as an Occurrence with its owner (the module-level def or class it
-sits in) for reach.py.
+sits in) for reach.py. Code that never runs (flow.py: a constant-false branch,
+code after a `return`) is not walked, so it uses nothing and refers to nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import ast
 from collections import deque
 from dataclasses import dataclass
 
+import crucible.contracts.flow as flow
 import crucible.contracts.options as opt
 from crucible.contracts.calls import CallMixin
 from crucible.contracts.model import MAIN_OWNER, MODULE_OWNER, Analysis, Occurrence
@@ -80,12 +82,15 @@ class Analyzer(CallMixin):
     def body(self, stmts: list[ast.stmt]) -> None:
         for stmt in stmts:
             self.stmt(stmt)
+            if flow.stmt_ends(stmt, self.scope.lookup):
+                break  # the rest of the block never runs
+
+    def truth(self, test: ast.expr) -> bool | None:
+        return flow.truth(test, self.scope.lookup)
 
     def stmt(self, node: ast.stmt) -> None:
         if isinstance(node, ast.Import | ast.ImportFrom):
-            for name, val in bind_import(node, self.resolver):
-                self.scope.names[name] = val
-                self.uses_modal |= val.kind is Kind.MOD
+            self._import(node)
         elif isinstance(node, _FuncNode):
             self._def(node)
         elif isinstance(node, ast.ClassDef):
@@ -103,16 +108,26 @@ class Analyzer(CallMixin):
             self.eval(node.test)
             main_guard = self.owner == MODULE_OWNER and _is_main_guard(node.test)
             self.owner = MAIN_OWNER if main_guard else self.owner
-            self.branches([node.body, node.orelse])
+            known = self.truth(node.test)
+            self.branches([node.body, node.orelse] if known is None else
+                          [node.body if known else node.orelse])  # fmt: skip
             self.owner = MODULE_OWNER if main_guard else self.owner
+        elif isinstance(node, ast.While):
+            self.eval(node.test)
+            known = self.truth(node.test)
+            if known is not False:
+                self.body(node.body)
+            if known is not True:  # `while True:` leaves only by `break`, which skips `else:`
+                self.body(node.orelse)
         elif isinstance(node, ast.Try | ast.TryStar):
             handlers = [h.body for h in node.handlers]
             self.branches([node.body + node.orelse, *handlers])
             self.body(node.finalbody)
         elif isinstance(node, ast.For | ast.AsyncFor):
             self.eval(node.iter)
-            self.assign(node.target, UNKNOWN)
-            self.body(node.body)
+            if self.truth(node.iter) is not False:  # `for x in ():` runs no body
+                self.assign(node.target, UNKNOWN)
+                self.body(node.body)
             self.body(node.orelse)
         elif isinstance(node, ast.With | ast.AsyncWith):
             for item in node.items:
@@ -123,6 +138,16 @@ class Analyzer(CallMixin):
             self.body(node.body)
         else:
             self.generic(node)
+
+    def _import(self, node: ast.Import | ast.ImportFrom) -> None:
+        for name, val in bind_import(node, self.resolver):
+            self.scope.names[name] = val
+            self.uses_modal |= val.kind is Kind.MOD
+        for alias in node.names:  # typing's TYPE_CHECKING, marked for flow.py
+            mark = flow.typing_flag(node, alias)
+            if mark:
+                top = alias.name if isinstance(node, ast.ImportFrom) else alias.name.split(".")[0]
+                self.scope.names[alias.asname or top] = Val(Kind.IMPORTED, flags={mark})
 
     def _imported_app_run(self, expr: ast.expr) -> None:
         """`with app.run():` on an App imported from another file of a Modal program

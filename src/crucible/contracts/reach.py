@@ -5,7 +5,8 @@ asks more: is the use in code that runs when the program is launched the way
 the task launches it? A use belongs to the module-level def or class it sits
 in (options written on a decorator, `@app.function(gpu=...)`, belong to the
 decorated def); a def or class is reached when a reached one refers to its
-name (a call, `.remote`, `.map`, `.spawn`, passing it along); a class is
+name (a call, `.remote`, `.map`, `.spawn`, passing it along) in code that can
+run (flow.py: a reference under `if False:` or after a `return` is none); a class is
 reached as a whole, and a def registered on another object (`@web_app.get`
 on a FastAPI app that a Modal ASGI function returns) is reached with that
 object. A modern contract is present when one of its uses is

@@ -7,6 +7,10 @@ of its own, into <trial>/sandbox/submission/; only the declared paths are then r
 as text, from crucible's own copy. A path that ends in "/" declares a folder (its
 *.py files); a relative path is under the task's workdir. What is missing, a link or
 cut short by a cap is noted, never followed or read: a host stage sees it as absent.
+
+Every host stage reads a Python file's text through `sources()`: decoded as Python
+decodes it, or refused (source.py), so the gate, the io stage and the judge all read
+the program that runs.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from crucible.sandboxes.base import Sandbox
 from crucible.sandboxes.collect.collector import Budget, Sink, collect
 from crucible.sandboxes.collect.manifest import Collected, Limits, Note
 from crucible.store.layout import SANDBOX_DIR
+from crucible.verifiers.source import UndecodableSource, python_text
 
 SUBMISSION_DIR = "submission"  # under <trial>/sandbox/
 # Room for a program, not for a data set: a submission past these is cut (and noted).
@@ -45,13 +50,38 @@ class Submission:
     # cap or that is a link (Python runs it all the same), a declared folder whose copy
     # stopped short or failed. A stage that must see the code it judges refuses on these.
     unseen: list[str] = field(default_factory=list)
+    _sources: dict[str, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def python_files(self) -> dict[str, Path]:
         return {k: v for k, v in self.files.items() if k.endswith(".py")}
 
+    def sources(self) -> dict[str, str]:
+        """Each submitted Python file's text as Python decodes it (read once). Raises
+        UndecodableSource (verifier_failed, counted 0) naming every file that Python
+        would not decode as UTF-8: no host stage reads another text than the one that runs."""
+        if self._sources is None:
+            out: dict[str, str] = {}
+            refused: list[UndecodableSource] = []
+            for name, path in self.python_files().items():
+                try:
+                    out[name] = python_text(path.read_bytes(), name)
+                except UndecodableSource as exc:
+                    refused.append(exc)
+            if refused:
+                message = "; ".join(e.message for e in refused)[:1000]
+                raise UndecodableSource(message, hint=refused[0].hint)
+            self._sources = out
+        return dict(self._sources)
+
     def texts(self, limit: int = TEXT_CHARS) -> dict[str, str]:
+        """Every file's text, at most `limit` characters each: Python files as sources()
+        reads them, others as UTF-8 (bytes that are not shown as U+FFFD)."""
+        code = self.sources()
         out: dict[str, str] = {}
         for name, path in self.files.items():
+            if name in code:
+                out[name] = code[name][:limit]
+                continue
             with path.open("rb") as f:
                 out[name] = f.read(limit * 4).decode("utf-8", "replace")[:limit]
         return out

@@ -4,9 +4,11 @@ reached when the program is launched as the task says, counts as absent). Legacy
 are reported, not judged. Gate by default; as a score stage it gives the share of
 required contracts present.
 
-The submitted Python files are analysed as one program. A file that is not Python
-fails the gate (the attempt's code); a file built to crash the analyzer raises
-ContractAnalysisError, a verifier_failed (the attempt's fault, counted 0).
+The submitted Python files are analysed as one program, each as Python decodes it
+(Submission.sources: a file Python would not decode as UTF-8 raises UndecodableSource).
+A file that is not Python fails the gate (the attempt's code); a file built to crash
+the analyzer raises ContractAnalysisError; both errors are verifier_failed (the
+attempt's fault, counted 0).
 """
 
 from __future__ import annotations
@@ -48,12 +50,13 @@ class ContractsStage(Stage):
 
     async def run(self, ctx: StageContext) -> StageResult:
         files = ctx.submission.python_files()
+        texts = {files[name]: text for name, text in ctx.submission.sources().items()}
         required, _ = canonical(self.spec.require)
         if not files:
             return self._verdict(required, set(), set(), "no Python file was submitted", {})
         by_host = {str(host): name for name, host in files.items()}
         try:
-            analyses = await asyncio.to_thread(analyze_paths, list(files.values()))
+            analyses = await asyncio.to_thread(analyze_paths, list(files.values()), texts)
         except SyntaxError as exc:
             where = by_host.get(str(exc.filename), exc.filename or "?")
             why = f"the submission is not Python: {where}:{exc.lineno}: {exc.msg}"

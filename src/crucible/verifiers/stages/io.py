@@ -124,7 +124,7 @@ class IoStage(Stage):
     async def run(self, ctx: StageContext) -> StageResult:
         reference = task_file(ctx.task.path, self.spec.reference, "reference")
         cases = load_cases(ctx.task.path, self.spec.cases, self.spec.cases_file, self.web)
-        files = ctx.submission.python_files()
+        files = ctx.submission.sources()  # as Python decodes them, or UndecodableSource
         program = self.spec.program or next(iter(sorted(files)), None)
         if program is None or program not in files:
             return self._verdict([], f"the program {program or '(any .py)'} was not submitted")
