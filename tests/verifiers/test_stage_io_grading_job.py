@@ -78,6 +78,7 @@ def test_the_tasks_tolerances_decide_a_near_answer(tmp_path: Path) -> None:
     )
     summary, trial = run_job(io_job_task(tmp_path / "t", stages, off="0.001"), tmp_path / "jobs")
     assert trial["outcome"] == "graded", trial["error"]
+    assert summary["mean_reward"] == 1.0  # score stages: the test script's reward stands
     rewards = trial["verifier_result"]["rewards"]
     assert rewards["loose_abs.all_pass"] == 1.0, trial["verifier_result"]["stages"]
     assert rewards["loose_rel.all_pass"] == 1.0, trial["verifier_result"]["stages"]
