@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from crucible.cli.main import app
@@ -110,3 +111,23 @@ def test_a_reference_that_prints_then_crashes_is_not_the_expected_output(
     assert "reference program, case 0: exited 3" in trial["error"]["message"]
     assert trial["verifier_result"]["rewards"] is None
     assert summary["mean_reward"] is None and summary["n_excluded"] == 1, summary
+
+
+@pytest.mark.parametrize("tolerance", ["abs_tol = -0.001", "rel_tol = -1e-6", "abs_tol = nan"])
+def test_a_tolerance_no_comparison_can_use_is_refused_before_any_trial(
+    tmp_path: Path, tolerance: str
+) -> None:
+    """A negative tolerance made every inexact comparison raise (math.isclose refuses it),
+    which failed the case: the task's mistake counted as the attempt's 0. A NaN tolerance
+    matched nothing but exact output. Either is the task's: refused at launch."""
+    task = io_job_task(tmp_path / "t", io_stage("io", f"{tolerance}\n"), off="0.001")
+    jobs = tmp_path / "jobs"
+    result = runner.invoke(app, ["run", str(task), "--agent", "oracle", "--env", "local",
+                                 "--jobs-dir", str(jobs), "--job-name", "j", "--max-retries", "0"])  # fmt: skip
+    assert result.exit_code == 1, result.output
+    out = " ".join(result.output.split())
+    assert (
+        f"stage #1 (io): {tolerance.split()[0]}: Input should be greater than or equal to 0" in out
+    )
+    assert "1 task(s) are invalid" in out, out
+    assert list(jobs.glob("j/*/result.json")) == []  # no trial ran
