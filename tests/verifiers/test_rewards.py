@@ -8,7 +8,7 @@ import pytest
 
 from crucible.errors import VerifierFailed
 from crucible.verifiers.rewards import parse_reward_json, parse_reward_txt
-from crucible.verifiers.script import MAX_REWARD_BYTES, read_rewards
+from crucible.verifiers.script import read_rewards
 
 
 def test_reward_json_flat_map() -> None:
@@ -73,7 +73,8 @@ def test_reward_txt_that_breaks_parsers_is_verifier_failed(text: str) -> None:
 
 
 def test_any_failure_reading_a_reward_is_verifier_failed(tmp_path: Path) -> None:
-    (tmp_path / "reward.json").write_bytes(b" " * (MAX_REWARD_BYTES + 1))
+    # one byte over the cap (1 MiB), as a number: a cap raised in the code fails here
+    (tmp_path / "reward.json").write_bytes(b'{"reward": 1}'.ljust(1_048_577))
     with pytest.raises(VerifierFailed, match="larger than"):
         read_rewards(tmp_path)
     (tmp_path / "reward.json").unlink()

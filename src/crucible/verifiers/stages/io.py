@@ -76,8 +76,10 @@ class IoSpec(StageSpec):
     cases: list[Case] = Field(default_factory=list)
     cases_file: str | None = None
     compare: CompareMode = "json"
-    abs_tol: float = 1e-9
-    rel_tol: float = 1e-9
+    # >= 0 (NaN is refused too): math.isclose raises on a negative tolerance, and the case
+    # would fail as the attempt's for the task's mistake
+    abs_tol: float = Field(default=1e-9, ge=0)
+    rel_tol: float = Field(default=1e-9, ge=0)
     seed: int = 0
     timeout_sec: float = Field(default=60.0, gt=0, le=3600)
     memory_mb: int = Field(default=2048, ge=64)
