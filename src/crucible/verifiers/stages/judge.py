@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from crucible.errors import ModelFailed, VerifierFailed
+from crucible.errors import CrucibleError, ModelFailed, VerifierFailed
 from crucible.llm.client import (
     ContentRefused,
     ContextOverflow,
@@ -184,6 +184,9 @@ class JudgeStage(Stage):
     kind: ClassVar[str] = "judge"
     default_role: ClassVar[StageRole] = "veto"
     roles: ClassVar[tuple[StageRole, ...]] = ("veto", "gate", "score")
+    spec_type: ClassVar[type[StageSpec]] = JudgeSpec
+    costly: ClassVar[bool] = True  # a model call
+    crash_kind: ClassVar[type[CrucibleError]] = ModelFailed  # the endpoint's
     spec: JudgeSpec
 
     async def run(self, ctx: StageContext) -> StageResult:
