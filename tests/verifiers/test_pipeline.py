@@ -6,7 +6,6 @@ sys.path here, and a real `crucible run` on local sandboxes)."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.verifiers.test_stages import make_task as stages_task
 from typer.testing import CliRunner
 
 import crucible.verifiers.pipeline as pipeline_mod
@@ -41,23 +41,16 @@ JUDGE = '[[metadata.crucible.stages]]\nkind = "judge"\nmodel = "m"\nbase_url = "
 MARKER = '[[metadata.crucible.stages]]\nkind = "marker"\nneedle = "square.map"\n'
 
 
-def make_task(root: Path, stages: str, extra: str = "") -> Path:
-    """The example task with its [metadata.crucible] replaced."""
-    shutil.copytree(EXAMPLE, root)
-    toml = (root / "task.toml").read_text()
-    head = toml.split("[metadata.crucible]")[0]
-    tail = toml[toml.index("[agent]") :]
-    (root / "task.toml").write_text(
-        f'{head}[metadata.crucible]\nsubmission = ["main.py"]\n{extra}\n{stages}\n{tail}'
-    )
-    return root
+def make_task(root: Path, stages: str) -> Path:
+    """The example task with these stages, its submission main.py under the workdir."""
+    return stages_task(root, stages, submission='["main.py"]').path
 
 
 # -- the object ----------------------------------------------------------------------
 
 
 def test_for_task_gives_what_grading_needs(tmp_path: Path) -> None:
-    task = load_task(make_task(tmp_path / "t", JUDGE + CONTRACTS, "reward_range = [0, 10]"))
+    task = load_task(make_task(tmp_path / "t", "reward_range = [0, 10]\n" + JUDGE + CONTRACTS))
     p = Pipeline.for_task(task)
     assert p.has_stages and p.reward_range == (0.0, 10.0)
     assert p.submission_paths == ["/app/main.py"]  # relative to the workdir
