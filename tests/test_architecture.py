@@ -4,6 +4,8 @@ Every `import` counts: module level, inside functions, and under TYPE_CHECKING
 (a type-only import still ties the two files together). The rules:
 - each module belongs to a unit of LAYERS (the longest matching prefix); a new
   package must be placed in the table before it can be imported from;
+- a subpackage placed apart from its parent sits at or below its parent's layer,
+  never above (else the table could lift sandboxes/conformance/ over verifiers/ again);
 - a unit imports only from units in lower layers, or from itself: never upward,
   and never sideways into another unit of its own layer;
 - the engine never imports the packages that drive it (DRIVERS);
@@ -26,7 +28,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = "crucible"
 
 # Lowest first. A unit is a package under crucible/ (or a subpackage, written with a dot,
-# placed apart from its parent). Units of one layer are independent of each other.
+# placed apart from its parent, never above it). Units of one layer are independent of
+# each other. The conformance checks that grade with the verifier are verifiers/
+# conformance.py: sandboxes/conformance/ is the providers' suite and imports no verifier.
 LAYERS: list[tuple[str, ...]] = [
     ("", "errors"),  # "": crucible/__init__.py (the version)
     ("records",),
@@ -37,9 +41,6 @@ LAYERS: list[tuple[str, ...]] = [
     ("llm",),
     ("agents",),
     ("verifiers",),
-    # The conformance suite grades with the real verifier, so it sits above verifiers/
-    # although it lives in sandboxes/ (it is the providers' test suite, shipped with them).
-    ("sandboxes.conformance",),
     ("metrics",),
     ("engine",),
     ("reports", "export", "skills", "serve", "generate", "train", "trainers"),
@@ -124,6 +125,19 @@ def layer_violations(
                 problems.append(f"{module} imports {target}: {unit!r} is below {tunit!r}")
             elif level[tunit] == level[unit]:
                 problems.append(f"{module} imports {target}: {unit!r} and {tunit!r} are peers")
+    return problems
+
+
+def placement_problems(layers: list[tuple[str, ...]]) -> list[str]:
+    """Subpackages placed above their parent: a lower unit that may import upward."""
+    level = {unit: i for i, units in enumerate(layers) for unit in units}
+    problems: list[str] = []
+    for unit, at in sorted(level.items()):
+        parent = unit.rpartition(".")[0]
+        while parent and parent not in level:
+            parent = parent.rpartition(".")[0]
+        if "." in unit and parent in level and at > level[parent]:
+            problems.append(f"{unit!r} is placed above its parent {parent!r}")
     return problems
 
 
@@ -227,6 +241,12 @@ def test_the_checks_catch_upward_sideways_driver_imports_and_circles(tmp_path: P
     assert "crucible.newthing: its package is not in LAYERS; place it there" in problems
     assert driver_imports(graph) == ["crucible.engine.run imports crucible.export.trace"]
     assert cycles(graph) == [["crucible.tasks.c", "crucible.tasks.d"]]
+    lifted = [("",), ("tasks",), ("engine",), ("tasks.checks", "engine.grading")]
+    assert placement_problems(lifted) == [
+        "'engine.grading' is placed above its parent 'engine'",
+        "'tasks.checks' is placed above its parent 'tasks'",
+    ]
+    assert placement_problems([("",), ("tasks.checks",), ("tasks",)]) == []
 
 
 # -- the rules hold on crucible ----------------------------------------------------------
@@ -239,6 +259,23 @@ def graph() -> dict[str, set[str]]:
 
 def test_no_upward_or_sideways_imports_between_packages(graph: dict[str, set[str]]) -> None:
     assert layer_violations(graph, LAYERS) == []
+
+
+def test_no_subpackage_is_placed_above_its_parent() -> None:
+    assert placement_problems(LAYERS) == []
+
+
+def test_sandboxes_import_no_verifier_nor_engine(graph: dict[str, set[str]]) -> None:
+    """The arrow that sandboxes/conformance/ once drew: the providers' suite grading with
+    the real verifier. Grading's checks are verifiers/conformance.py."""
+    above = tuple(f"{ROOT}.{unit}" for unit in ("verifiers", "engine"))
+    assert [
+        f"{m} imports {t}"
+        for m in sorted(graph)
+        if m.startswith(f"{ROOT}.sandboxes.")
+        for t in sorted(graph[m])
+        if any(t == a or t.startswith(a + ".") for a in above)
+    ] == []
 
 
 def test_the_engine_never_imports_what_drives_it(graph: dict[str, set[str]]) -> None:

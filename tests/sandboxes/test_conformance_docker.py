@@ -10,8 +10,9 @@ from tests.conftest import BASE_IMAGE
 from typer.testing import CliRunner
 
 from crucible.cli.main import app
-from crucible.sandboxes.conformance import CHECKS, run_conformance
+from crucible.sandboxes.conformance import run_conformance
 from crucible.sandboxes.docker.provider import DockerProvider
+from crucible.verifiers.conformance import suite
 
 pytestmark = pytest.mark.docker
 
@@ -20,13 +21,15 @@ async def test_whole_suite_passes_on_docker(docker_engine: None) -> None:
     provider = DockerProvider()
     try:
         await provider.preflight()
-        results = await run_conformance(provider, spec_overrides={"image": BASE_IMAGE})
+        results = await run_conformance(
+            provider, spec_overrides={"image": BASE_IMAGE}, checks=suite()
+        )
     finally:
         await provider.cleanup("conformance")
         await provider.aclose()
     failed = {r.name: r.detail for r in results if not r.passed}
     assert not failed
-    assert {r.name for r in results} == set(CHECKS)
+    assert {r.name for r in results} == set(suite())
     # As root on a local engine, the host's own addresses are blocked (hostblock.py).
     (addrs,) = [r.detail for r in results if r.name == "host_addresses_unreachable"]
     assert ("reached" in addrs) == (os.geteuid() != 0), addrs

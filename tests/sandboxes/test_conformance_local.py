@@ -8,8 +8,9 @@ from typer.testing import CliRunner
 
 from crucible.cli.main import app
 from crucible.errors import ExitCode
-from crucible.sandboxes.conformance import CHECKS, run_conformance
+from crucible.sandboxes.conformance import run_conformance
 from crucible.sandboxes.local.provider import LocalProvider
+from crucible.verifiers.conformance import suite
 
 REQUIRED = {
     "exec_result",
@@ -39,13 +40,13 @@ REQUIRED = {
 
 
 async def test_whole_suite_passes_on_local() -> None:
-    assert set(CHECKS) >= REQUIRED
+    assert set(suite()) >= REQUIRED
     provider = LocalProvider()
     await provider.preflight()
-    results = await run_conformance(provider)
+    results = await run_conformance(provider, checks=suite())
     failed = {r.name: r.detail for r in results if not r.passed}
     assert not failed
-    assert {r.name for r in results} == set(CHECKS)
+    assert {r.name for r in results} == set(suite())
 
 
 def test_cli_check_json() -> None:
@@ -92,7 +93,7 @@ def test_whole_suite_passes_in_image_mode_through_the_cli(buildah: None) -> None
     )
     assert res.exit_code == 0, (res.stdout, res.stderr)
     data = json.loads(res.stdout)
-    assert data["passed"] is True and {c["name"] for c in data["checks"]} == set(CHECKS)
+    assert data["passed"] is True and {c["name"] for c in data["checks"]} == set(suite())
     checks = {c["name"]: c["detail"] for c in data["checks"]}
     assert "10.0.2.2" in checks["host_loopback_unreachable"]  # the gateway was probed too
     # System paths are the image's, writable in the trial's own layer only.

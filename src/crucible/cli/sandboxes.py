@@ -61,16 +61,18 @@ def check(
     from --env-param image=NAME. On local, --env-param userland=image runs the
     suite on an image (debian:bookworm-slim, or image=NAME) instead of the host's userland.
     """
-    from crucible.sandboxes.conformance import CHECKS, run_conformance
+    from crucible.sandboxes.conformance import run_conformance
+    from crucible.verifiers.conformance import suite
 
+    checks = suite()  # the providers' own checks and grading's
     params = parse_params(env_param, as_json)
-    unknown = [n for n in only if n not in CHECKS]
+    unknown = [n for n in only if n not in checks]
     if unknown:
         fail(
             ExitCode.USAGE,
             "usage",
             f"unknown check(s): {', '.join(unknown)}",
-            hint=f"known: {', '.join(CHECKS)}",
+            hint=f"known: {', '.join(checks)}",
             as_json=as_json,
         )
     provider = provider_or_fail(env, params, as_json)
@@ -79,7 +81,9 @@ def check(
     async def go():  # type: ignore[no-untyped-def]
         try:
             await provider.preflight()
-            return await run_conformance(provider, only=only or None, spec_overrides=overrides)
+            return await run_conformance(
+                provider, only=only or None, spec_overrides=overrides, checks=checks
+            )
         finally:
             await provider.aclose()
 

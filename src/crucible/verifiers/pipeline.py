@@ -21,6 +21,12 @@ no gate failed, no veto yet); otherwise it is recorded as skipped. A failed gate
 veto sets every reward the script gave to 0; each host stage's components are added
 as "<stage>.<component>". Every stage's result goes into verifier_result.stages, the
 one that could not run included, before its error ends the trial.
+
+`Pipeline.for_task(task)` checks all of it once, at launch (engine/launch.py and
+`crucible tasks check` call it before any sandbox starts): a wrong table is TaskInvalid
+there, not when the first trial is graded. The Pipeline it returns is what grading
+needs: `has_stages`, `submission_paths`, `reward_range`, and `run`. Stage kinds are
+found by name (verifiers/registry.py: built-ins, then the `crucible.stages` entry points).
 """
 
 from __future__ import annotations
@@ -28,34 +34,22 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from crucible.errors import CrucibleError, ModelFailed, TaskInvalid, VerifierFailed
+from crucible.errors import CrucibleError, TaskInvalid
 from crucible.records.reward_range import DEFAULT_RANGE, parse_range
 from crucible.records.verifier import StageResult, SubmissionRecord, VerifierResult
 from crucible.store.logs import FileLog
 from crucible.tasks.models import Task
-from crucible.verifiers.stages.base import Stage, StageContext, StageSpec
-from crucible.verifiers.stages.contracts import ContractsSpec, ContractsStage
-from crucible.verifiers.stages.io import IoSpec, IoStage
-from crucible.verifiers.stages.judge import JudgeSpec, JudgeStage
+from crucible.verifiers.registry import StageLookupError, stage_class
+from crucible.verifiers.stages.base import Stage, StageContext
 from crucible.verifiers.stages.script import ScriptStage
 from crucible.verifiers.submission import Submission, declared_paths
 
 META_KEY = "crucible"
-KINDS: dict[str, tuple[type[Stage], type[StageSpec]]] = {
-    "contracts": (ContractsStage, ContractsSpec),
-    "io": (IoStage, IoSpec),
-    "judge": (JudgeStage, JudgeSpec),
-}
-# Stages that cost a model call: never spent on a rollout that already failed.
-COSTLY = frozenset({"judge"})
-# When a stage cannot run for a reason that is not a CrucibleError (a crash), whose
-# failure it is: the judge's endpoint (model_failed), else the attempt's (the analyzer
-# was given the submission: verifier_failed, counted 0).
-CRASH_KIND: dict[str, type[CrucibleError]] = {"judge": ModelFailed}
 
 FetchSubmission = Callable[[list[str]], Awaitable[Submission]]
 
@@ -85,14 +79,15 @@ def declared(task: Task) -> tuple[CrucibleMeta, list[Stage]]:
     stages: list[Stage] = []
     for i, table in enumerate(meta.stages):
         kind = str(table.get("kind", ""))
-        if kind not in KINDS:
-            raise TaskInvalid(
-                f"{task.name}: [[metadata.crucible.stages]] #{i + 1}: unknown kind {kind!r}",
-                hint=f"kinds: {', '.join(sorted(KINDS))}",
-            )
-        cls, spec_cls = KINDS[kind]
         try:
-            spec = spec_cls.model_validate({"role": cls.default_role, **table})
+            cls = stage_class(kind)
+        except StageLookupError as exc:
+            raise TaskInvalid(
+                f"{task.name}: [[metadata.crucible.stages]] #{i + 1}: {exc.message}",
+                hint=exc.hint,
+            ) from exc
+        try:
+            spec = cls.spec_type.model_validate({"role": cls.default_role, **table})
         except ValidationError as exc:
             raise TaskInvalid(f"{task.name}: stage #{i + 1} ({kind}): {_brief(exc)}") from exc
         if spec.role not in cls.roles:
@@ -113,28 +108,83 @@ def _brief(exc: ValidationError) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Pipeline:
+    """A task's verifier, its [metadata.crucible] checked once: the host-side stages in
+    the order they run (score and gate as declared, then veto), the sandbox paths of
+    the submission they read, and the range the test script's rewards must fall in."""
+
+    task: Task
+    stages: tuple[Stage, ...]
+    submission_paths: list[str]
+    reward_range: tuple[float, float]
+
+    @classmethod
+    def for_task(cls, task: Task) -> Pipeline:
+        """The task's pipeline; TaskInvalid naming the table that is wrong."""
+        meta, stages = declared(task)
+        ordered = [s for s in stages if s.role != "veto"] + [s for s in stages if s.role == "veto"]
+        return cls(
+            task=task,
+            stages=tuple(ordered),
+            submission_paths=declared_paths(meta.submission, task.workdir),
+            reward_range=meta.reward_range,
+        )
+
+    @property
+    def has_stages(self) -> bool:
+        """Whether host-side stages run (and so a submission is taken before grading)."""
+        return bool(self.stages)
+
+    @property
+    def required_contracts(self) -> list[str]:
+        """The contracts any stage requires of the submission (the judge is told them)."""
+        return sorted({c for s in self.stages for c in s.required_contracts})
+
+    async def run(
+        self,
+        graded: VerifierResult,
+        fetch: FetchSubmission,
+        log: FileLog,
+        *,
+        trace: str | None = None,
+    ) -> None:
+        """Run the stages on `graded` (whose rewards the test script gave) and set its
+        stages and final rewards. Raises the error of a stage that could not run."""
+        script = dict(graded.rewards or {})
+        graded.script_rewards = dict(script)
+        submission = await fetch(list(self.submission_paths))
+        graded.submission = SubmissionRecord(
+            files=sorted(submission.files), missing=submission.missing, notes=submission.notes[:50]
+        )
+        if submission.missing:
+            log.warning(
+                f"submission: not found, not a regular file or cut: {submission.missing[:10]}"
+            )
+        ctx = StageContext(self.task, submission, script, self.required_contracts, trace)
+        ctx.earlier.append(await ScriptStage(graded.exit_code).run(ctx))
+        graded.stages = ctx.earlier
+        for stage in self.stages:
+            why = _failing(ctx) if stage.costly else None
+            if why is not None:
+                ctx.earlier.append(stage.result(status="skipped", reason=f"not run: {why}"))
+                continue
+            try:
+                ctx.earlier.append(await _run_one(stage, ctx, log))
+            except CrucibleError:
+                graded.rewards = None  # no reward: the trial ends with the stage's error
+                raise
+        graded.rewards = final_rewards(script, ctx.earlier)
+
+
 def stage_problems(task: Task) -> list[str]:
-    """What is wrong with the task's stage declarations (checked before any trial runs)."""
+    """What is wrong with the task's stage declarations (Pipeline.for_task at launch
+    and in `crucible tasks check`, before any sandbox starts), as problems to list."""
     try:
-        declared(task)
+        Pipeline.for_task(task)
     except TaskInvalid as exc:
-        return [exc.message]
+        return [f"{exc.message} ({exc.hint})" if exc.hint else exc.message]
     return []
-
-
-def has_stages(task: Task) -> bool:
-    raw = task.metadata.get(META_KEY)
-    return isinstance(raw, dict) and bool(raw.get("stages"))
-
-
-def reward_range(task: Task) -> tuple[float, float]:
-    """The [lo, hi] the test script's rewards must fall in (checked at launch)."""
-    return declared(task)[0].reward_range
-
-
-def submission_paths(task: Task) -> list[str]:
-    """The sandbox paths of the task's declared submission (what a stage's fetch gets)."""
-    return declared_paths(declared(task)[0].submission, task.workdir)
 
 
 def _primary(rewards: dict[str, float]) -> float | None:
@@ -154,43 +204,6 @@ def _failing(ctx: StageContext) -> str | None:
     return None
 
 
-async def run_pipeline(
-    task: Task,
-    verifier: VerifierResult,
-    fetch: FetchSubmission,
-    log: FileLog,
-    *,
-    trace: str | None = None,
-) -> None:
-    """Run the task's stages on `verifier` (whose rewards the test script gave) and set
-    its stages and final rewards. Raises the error of a stage that could not run."""
-    stages = declared(task)[1]
-    script = dict(verifier.rewards or {})
-    verifier.script_rewards = dict(script)
-    submission = await fetch(submission_paths(task))
-    verifier.submission = SubmissionRecord(
-        files=sorted(submission.files), missing=submission.missing, notes=submission.notes[:50]
-    )
-    if submission.missing:
-        log.warning(f"submission: not found, not a regular file or cut: {submission.missing[:10]}")
-    required = sorted({c for s in stages if isinstance(s, ContractsStage) for c in s.spec.require})
-    ctx = StageContext(task, submission, script, required, trace)
-    ctx.earlier.append(await ScriptStage(verifier.exit_code).run(ctx))
-    verifier.stages = ctx.earlier
-    ordered = [s for s in stages if s.role != "veto"] + [s for s in stages if s.role == "veto"]
-    for stage in ordered:
-        why = _failing(ctx) if stage.kind in COSTLY else None
-        if why is not None:
-            ctx.earlier.append(stage.result(status="skipped", reason=f"not run: {why}"))
-            continue
-        try:
-            ctx.earlier.append(await _run_one(stage, ctx, log))
-        except CrucibleError:
-            verifier.rewards = None  # no reward: the trial ends with the stage's error
-            raise
-    verifier.rewards = final_rewards(script, ctx.earlier)
-
-
 async def _run_one(stage: Stage, ctx: StageContext, log: FileLog) -> StageResult:
     t0 = time.monotonic()
     try:
@@ -199,8 +212,8 @@ async def _run_one(stage: Stage, ctx: StageContext, log: FileLog) -> StageResult
         if isinstance(exc, CrucibleError):
             err = exc
         else:
-            kind = CRASH_KIND.get(stage.kind, VerifierFailed)
-            err = kind(f"stage {stage.name} crashed: {type(exc).__name__}: {exc}"[:1000])
+            why = f"stage {stage.name} crashed: {type(exc).__name__}: {exc}"
+            err = stage.crash_kind(why[:1000])
             log.error(traceback.format_exc()[-2000:])
         ctx.earlier.append(
             stage.result(status="error", reason=f"{err.kind.value}: {err.message}"[:2000])
@@ -228,3 +241,31 @@ def final_rewards(script: dict[str, float], stages: list[StageResult]) -> dict[s
         if s.kind != "script":
             out.update({f"{s.name}.{k}": v for k, v in s.components.items()})
     return out
+
+
+# -- the functions grading called before Pipeline (thin wrappers, to be removed) ---------
+
+
+def has_stages(task: Task) -> bool:
+    return Pipeline.for_task(task).has_stages
+
+
+def reward_range(task: Task) -> tuple[float, float]:
+    """The [lo, hi] the test script's rewards must fall in (checked at launch)."""
+    return Pipeline.for_task(task).reward_range
+
+
+def submission_paths(task: Task) -> list[str]:
+    """The sandbox paths of the task's declared submission (what a stage's fetch gets)."""
+    return list(Pipeline.for_task(task).submission_paths)
+
+
+async def run_pipeline(
+    task: Task,
+    verifier: VerifierResult,
+    fetch: FetchSubmission,
+    log: FileLog,
+    *,
+    trace: str | None = None,
+) -> None:
+    await Pipeline.for_task(task).run(verifier, fetch, log, trace=trace)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -65,9 +65,11 @@ Check = Callable[[Ctx], Awaitable[str]]
 CHECKS: dict[str, Check] = {}
 
 
-def check(name: str) -> Callable[[Check], Check]:
+def check(name: str, into: dict[str, Check] = CHECKS) -> Callable[[Check], Check]:
+    """Register a check as `name` in `into` (the providers' own suite by default)."""
+
     def deco(fn: Check) -> Check:
-        CHECKS[name] = fn
+        into[name] = fn
         return fn
 
     return deco
@@ -93,17 +95,20 @@ async def run_conformance(
     only: list[str] | None = None,
     spec_overrides: dict[str, Any] | None = None,
     concurrency: int = 4,
+    checks: Mapping[str, Check] | None = None,
 ) -> list[CheckResult]:
-    """Run the checks (all, or `only` these names) against `provider`."""
-    names = list(CHECKS) if not only else only
-    unknown = [n for n in names if n not in CHECKS]
+    """Run `checks` (the providers' own suite by default; all, or `only` these names)
+    against `provider`."""
+    suite = CHECKS if checks is None else checks
+    names = list(suite) if not only else only
+    unknown = [n for n in names if n not in suite]
     if unknown:
-        raise KeyError(f"unknown check(s): {', '.join(unknown)}; known: {', '.join(CHECKS)}")
+        raise KeyError(f"unknown check(s): {', '.join(unknown)}; known: {', '.join(suite)}")
     ctx = Ctx(provider, dict(spec_overrides or {}))
     sem = asyncio.Semaphore(max(1, concurrency))
 
     async def guarded(name: str) -> CheckResult:
         async with sem:
-            return await _run_one(name, CHECKS[name], ctx)
+            return await _run_one(name, suite[name], ctx)
 
     return list(await asyncio.gather(*(guarded(n) for n in names)))

@@ -45,10 +45,6 @@ def _host_has_and_remove(path: str) -> bool:
     return True
 
 
-def _write(path: Path, text: str) -> None:
-    path.write_text(text)
-
-
 @check("host_env_invisible")
 async def _host_env(ctx: Ctx) -> str:
     secret = "crucible-" + secrets.token_hex(16)
@@ -102,41 +98,6 @@ async def _tests_absent(ctx: Ctx) -> str:
         )
         expect(r.stdout.strip() == "absent", "/tests holds files before grading")
     return "/tests absent (or empty) while the agent runs"
-
-
-@check("agent_leftovers_do_not_reach_grading")
-async def _leftovers(ctx: Ctx) -> str:
-    from crucible.verifiers.script import run_verifier, stage_tests
-
-    async with ctx.sandbox("agent_leftovers_do_not_reach_grading") as sb:
-        plant = (
-            "mkdir -p /logs/verifier /tests && echo 1 > /logs/verifier/reward.txt && "
-            "echo '{\"reward\": 1}' > /logs/verifier/reward.json && echo planted > /tests/conftest.py && "
-            "(nohup sleep 600 >/dev/null 2>&1 & echo $! > /tmp/agent.pid) && "
-            "(setsid sleep 601 >/dev/null 2>&1 &) ; sleep 0.2; echo planted"
-        )
-        r = await sb.exec(plant, timeout=30)
-        expect(r.stdout.strip() == "planted", f"could not plant: {r.stderr}")
-        # The test script itself reports what it sees when grading starts.
-        probe = (
-            "echo \"verifier: $(ls -A /logs/verifier | tr '\\n' ' ')\"\n"
-            "echo \"tests: $(ls -A /tests | tr '\\n' ' ')\"\n"
-            "echo \"agents: $(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done "
-            "| grep -c 'sleep 60[01]')\"\n"
-        )
-        with tempfile.TemporaryDirectory() as tmp:
-            _write(Path(tmp, "test.sh"), probe)
-            staged = await stage_tests(sb, Path(tmp))
-        r = await run_verifier(sb, staged, timeout_sec=30)
-        seen = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
-        expect(r.exit_code == 0, f"grading failed: {r.stderr}")
-        expect(seen.get("verifier", "x").strip() == "", f"stale reward survived: {seen}")
-        expect(seen.get("tests", "").split() == ["test.sh"], f"tests not as shipped: {seen}")
-        expect(seen.get("agents") == "0", f"agent processes survived into grading: {seen}")
-    return (
-        "planted rewards and test files removed, planted (nohup and setsid) processes killed, "
-        "tests copied after"
-    )
 
 
 @check("background_process_persists")

@@ -8,6 +8,12 @@ A stage has a name, a kind and a role:
 happened. A stage that cannot run raises the CrucibleError of the matching kind
 (ModelFailed for a judge endpoint that is down, VerifierFailed for an analyzer the
 submission crashed): the trial then ends with that error, never with a 0 or a 1.
+
+What the pipeline needs to know of a kind is on its class: the spec it reads
+(`spec_type`), its default and allowed roles, whether it costs a model call (`costly`:
+never spent on a rollout already failing), whose fault a crash is (`crash_kind`), and
+the contracts it requires of the submission (`required_contracts`, told to the judge).
+Kinds are found by name through verifiers/registry.py.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from crucible.errors import CrucibleError, VerifierFailed
 from crucible.records.verifier import StageResult, StageRole, StageStatus
 from crucible.tasks.models import Task
 from crucible.verifiers.submission import Submission
@@ -52,8 +59,14 @@ class StageContext:
 
 class Stage(ABC):
     kind: ClassVar[str]
+    spec_type: ClassVar[type[StageSpec]] = StageSpec  # the table's model, for this kind
     default_role: ClassVar[StageRole]
     roles: ClassVar[tuple[StageRole, ...]]
+    # Costs a model call: run only on a rollout still passing, else recorded as skipped.
+    costly: ClassVar[bool] = False
+    # Whose failure a crash is (an exception that is not a CrucibleError): by default the
+    # attempt's (the analyzer was given the submission: verifier_failed, counted 0).
+    crash_kind: ClassVar[type[CrucibleError]] = VerifierFailed
 
     def __init__(self, spec: StageSpec) -> None:
         self.spec = spec
@@ -65,6 +78,11 @@ class Stage(ABC):
     @property
     def role(self) -> StageRole:
         return self.spec.role
+
+    @property
+    def required_contracts(self) -> list[str]:
+        """The Modal contracts this stage requires of the submission (none by default)."""
+        return []
 
     def status(self, ok: bool) -> StageStatus:
         """What a verdict means for this stage's role: a score stage never zeroes."""

@@ -46,7 +46,12 @@ class ContractsStage(Stage):
     kind: ClassVar[str] = "contracts"
     default_role: ClassVar[StageRole] = "gate"
     roles: ClassVar[tuple[StageRole, ...]] = ("gate", "score", "veto")
+    spec_type: ClassVar[type[StageSpec]] = ContractsSpec
     spec: ContractsSpec
+
+    @property
+    def required_contracts(self) -> list[str]:
+        return list(self.spec.require)
 
     async def run(self, ctx: StageContext) -> StageResult:
         files = ctx.submission.python_files()

@@ -117,6 +117,7 @@ class IoStage(Stage):
     kind: ClassVar[str] = "io"
     default_role: ClassVar[StageRole] = "score"
     roles: ClassVar[tuple[StageRole, ...]] = ("score", "gate")
+    spec_type: ClassVar[type[StageSpec]] = IoSpec
     spec: IoSpec
 
     @property

@@ -42,7 +42,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from crucible.errors import ModelFailed, TaskInvalid, VerifierFailed
+from crucible.errors import CrucibleError, ModelFailed, TaskInvalid, VerifierFailed
 from crucible.llm.client import ModelClient, ModelConfig
 from crucible.llm.errors import ContentRefused, ContextOverflow, RequestRefused
 from crucible.llm.pricing import cost_usd
@@ -206,6 +206,9 @@ class JudgeStage(Stage):
     kind: ClassVar[str] = "judge"
     default_role: ClassVar[StageRole] = "veto"
     roles: ClassVar[tuple[StageRole, ...]] = ("veto", "gate", "score")
+    spec_type: ClassVar[type[StageSpec]] = JudgeSpec
+    costly: ClassVar[bool] = True  # a model call
+    crash_kind: ClassVar[type[CrucibleError]] = ModelFailed  # the endpoint's
     spec: JudgeSpec
 
     async def run(self, ctx: StageContext) -> StageResult:

@@ -1,21 +1,26 @@
-"""Checks of the grading contract: the host-side reset of a folder holds against
-what an agent leaves there, grading runs in a fresh context, and a sandbox
-knows whether it is alive. Through the public Sandbox contract (reset_dir,
-alive) and the verifier's own run_verifier, so they hold for any provider.
+"""The conformance checks of grading: what the verifier's own test-script stage does in
+a provider's sandbox (verifiers/script.py: the host-side reset of the reward folder, the
+fresh grading context, the hand-over that leaves no agent process or planted file).
+
+They grade with the real verifier, so they live on the verifier's side of the package
+graph, not in sandboxes/conformance/ (the providers' own suite, which never imports a
+verifier); `suite()` is both together, what `crucible sandboxes check` runs. Each check
+goes through the public Sandbox contract only, so it holds for any provider.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import tempfile
 from pathlib import Path
 
-from crucible.errors import SandboxFailed
 from crucible.sandboxes.base import Sandbox
-from crucible.sandboxes.conformance.core import Ctx, check, expect
+from crucible.sandboxes.conformance import CHECKS
+from crucible.sandboxes.conformance.core import Check, Ctx, check, expect
 from crucible.verifiers.rewards import REWARD_DIR
 from crucible.verifiers.script import run_verifier, stage_tests
+
+GRADING_CHECKS: dict[str, Check] = {}
+
 
 PLANT = f"mkdir -p {REWARD_DIR} && echo '{{\"reward\": 1}}' > {REWARD_DIR}/reward.json"
 
@@ -49,20 +54,21 @@ echo 0 > /logs/verifier/reward.txt
 """
 
 
-def _probe_tests(tmp: str) -> Path:
-    Path(tmp, "test.sh").write_text(PROBE)
+def _tests(tmp: str, script: str) -> Path:
+    """A tests folder in `tmp` whose test.sh is `script`."""
+    Path(tmp, "test.sh").write_text(script)
     return Path(tmp)
 
 
 async def _grade_probe(sb: Sandbox) -> dict[str, str]:
     with tempfile.TemporaryDirectory() as tmp:
-        staged = await stage_tests(sb, _probe_tests(tmp))
+        staged = await stage_tests(sb, _tests(tmp, PROBE))
     r = await run_verifier(sb, staged, timeout_sec=60)
     expect(r.exit_code == 0, f"grading failed: exit {r.exit_code}: {r.stderr[-300:]}")
     return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
 
 
-@check("stale_reward_reset_from_host")
+@check("stale_reward_reset_from_host", GRADING_CHECKS)
 async def _stale_reset(ctx: Ctx) -> str:
     held = []
     for name, trap in TRAPS.items():
@@ -80,7 +86,7 @@ async def _stale_reset(ctx: Ctx) -> str:
     return "planted rewards gone before the tests ran: " + ", ".join(held)
 
 
-@check("grading_env_is_fresh")
+@check("grading_env_is_fresh", GRADING_CHECKS)
 async def _fresh_env(ctx: Ctx) -> str:
     async with ctx.sandbox("grading_env_is_fresh") as sb:
         plant = (
@@ -111,44 +117,38 @@ async def _fresh_env(ctx: Ctx) -> str:
     return f"HOME {home} (empty), no user site, no git or loader config; PATH {path}"
 
 
-@check("reset_dir_and_alive")
-async def _reset_alive(ctx: Ctx) -> str:
-    async with ctx.sandbox("reset_dir_and_alive") as sb:
-        expect(await sb.alive(), "a live sandbox says it is not alive")
-        await sb.reset_dir("/tmp/fresh/new")  # missing parents are made too
-        r = await sb.exec(
-            '[ -d /tmp/fresh/new ] && [ -z "$(ls -A /tmp/fresh/new)" ] && echo ok', timeout=30
+@check("agent_leftovers_do_not_reach_grading", GRADING_CHECKS)
+async def _leftovers(ctx: Ctx) -> str:
+    async with ctx.sandbox("agent_leftovers_do_not_reach_grading") as sb:
+        plant = (
+            "mkdir -p /logs/verifier /tests && echo 1 > /logs/verifier/reward.txt && "
+            "echo '{\"reward\": 1}' > /logs/verifier/reward.json && echo planted > /tests/conftest.py && "
+            "(nohup sleep 600 >/dev/null 2>&1 & echo $! > /tmp/agent.pid) && "
+            "(setsid sleep 601 >/dev/null 2>&1 &) ; sleep 0.2; echo planted"
         )
-        expect(r.stdout.strip() == "ok", "reset_dir did not make a missing folder")
-        r = await sb.exec(
-            "mkdir -p /tmp/t/a/b && touch /tmp/t/a/b/f /tmp/t/.h && chmod 0 /tmp/t/a", timeout=30
+        r = await sb.exec(plant, timeout=30)
+        expect(r.stdout.strip() == "planted", f"could not plant: {r.stderr}")
+        # The test script itself reports what it sees when grading starts.
+        probe = (
+            "echo \"verifier: $(ls -A /logs/verifier | tr '\\n' ' ')\"\n"
+            "echo \"tests: $(ls -A /tests | tr '\\n' ' ')\"\n"
+            "echo \"agents: $(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done "
+            "| grep -c 'sleep 60[01]')\"\n"
         )
-        expect(r.ok, f"setup failed: {r.stderr}")
-        await sb.reset_dir("/tmp/t")
-        r = await sb.exec("ls -A /tmp/t | wc -l", timeout=30)
-        expect(r.stdout.strip() == "0", f"reset_dir left {r.stdout.strip()} entries")
-        await sb.close()
-        expect(not await sb.alive(), "a closed sandbox says it is alive")
-    return "reset_dir empties trees (hidden names, mode 0 folders) and makes missing ones; alive tracks close"
+        with tempfile.TemporaryDirectory() as tmp:
+            staged = await stage_tests(sb, _tests(tmp, probe))
+        r = await run_verifier(sb, staged, timeout_sec=30)
+        seen = dict(line.split(": ", 1) for line in r.stdout.splitlines() if ": " in line)
+        expect(r.exit_code == 0, f"grading failed: {r.stderr}")
+        expect(seen.get("verifier", "x").strip() == "", f"stale reward survived: {seen}")
+        expect(seen.get("tests", "").split() == ["test.sh"], f"tests not as shipped: {seen}")
+        expect(seen.get("agents") == "0", f"agent processes survived into grading: {seen}")
+    return (
+        "planted rewards and test files removed, planted (nohup and setsid) processes killed, "
+        "tests copied after"
+    )
 
 
-@check("agent_cannot_end_sandbox_unseen")
-async def _end_seen(ctx: Ctx) -> str:
-    """An agent (root inside) that kills every process it can either leaves the sandbox
-    alive or ends it in a way the provider attributes to the contents, so the trial
-    counts against the attempt instead of being excluded as sandbox_failed."""
-    async with ctx.sandbox("agent_cannot_end_sandbox_unseen") as sb:
-        expect(await sb.ended_by_contents() is None, "a live sandbox says its contents ended it")
-        with contextlib.suppress(SandboxFailed):  # the exec may go down with its sandbox
-            await sb.exec("kill -9 -1; kill -9 1; exit 0", timeout=30, cwd="/")
-        how = None
-        for _ in range(20):  # a container stops a moment after its keeper dies
-            how = await sb.ended_by_contents()
-            if how is not None:
-                break
-            await asyncio.sleep(0.05)
-        if how is None:
-            expect(await sb.alive(), "kill -9 -1 ended the sandbox, read as an infrastructure loss")
-            return "kill -9 -1 from inside: the sandbox lives on"
-        expect(not await sb.alive(), f"a live sandbox says it ended: {how}")
-        return f"kill -9 -1 from inside ended the sandbox, counted against the attempt: {how}"
+def suite() -> dict[str, Check]:
+    """Every conformance check: the providers' own, then grading's."""
+    return {**CHECKS, **GRADING_CHECKS}
