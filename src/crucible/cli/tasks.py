@@ -110,8 +110,10 @@ def check(
     host variables each task reads (only those given with --task-env are ever read).
 
     With --run, also run the oracle and nop on each valid task and flag a
-    broken task (its verifier fails for the oracle) or a free reward (nop
-    scores above 0). Exit 1 if any task is invalid or flagged; warnings alone exit 0.
+    broken task (its verifier fails for the oracle, or the oracle scores below 1)
+    or a free reward (nop scores above 0). A flagged task shows the verifier's
+    last lines and keeps its trial folders (the path is printed). Exit 1 if any
+    task is invalid or flagged; warnings alone exit 0.
     """
     from crucible.tasks.dataset import check_tasks
     from crucible.tasks.problems import Problem
@@ -188,11 +190,28 @@ def _print_runs(runs: list[TaskRunCheck], env: str) -> None:
             console.print(f"    [red]error[/] {escape(msg)}", highlight=False, soft_wrap=True)
         for msg in r.warnings:
             console.print(f"    [yellow]warning[/] {escape(msg)}", highlight=False, soft_wrap=True)
+        for o in (r.oracle, r.nop):
+            if o.verifier_tail:
+                console.print(f"    [dim]{o.agent}'s verifier output, last lines:[/]")
+                for line in o.verifier_tail:
+                    console.print(f"      {escape(printable(line))}", highlight=False)
+        if r.trials_dir:
+            console.print(
+                f"    trial folders kept in {escape(r.trials_dir)} "
+                "(oracle's __0, nop's __1: trial.log, verifier/test-stdout.txt)",
+                highlight=False,
+                soft_wrap=True,
+            )
     flagged = sum(not r.ok for r in runs)
     console.print(
         f"ran oracle and nop on {len(runs)} task(s) with --env {env}: {flagged} flagged",
         highlight=False,
     )
+
+
+def printable(line: str) -> str:
+    """A line of a task's output, its control characters (terminal escapes) shown as ?."""
+    return "".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in line)
 
 
 @tasks_app.command("list")
