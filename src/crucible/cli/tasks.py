@@ -112,8 +112,8 @@ def check(
     With --run, also run the oracle and nop on each valid task and flag a
     broken task (its verifier fails for the oracle, or the oracle scores below 1)
     or a free reward (nop scores above 0). A flagged task shows the verifier's
-    last lines and keeps its trial folders (the path is printed). Exit 1 if any
-    task is invalid or flagged; warnings alone exit 0.
+    last lines and keeps its trial folders (the path is printed). Exit 3 if a
+    path names no task, 1 if any task is invalid or flagged; warnings alone exit 0.
     """
     from crucible.tasks.dataset import check_tasks
     from crucible.tasks.problems import Problem
@@ -144,6 +144,8 @@ def check(
         )
         if runs is not None:
             _print_runs(runs, env)
+    if any(c.not_found for c in checks):
+        raise typer.Exit(ExitCode.NOT_FOUND)  # a path that names no task
     if summary["invalid"] or (runs is not None and any(not r.ok for r in runs)):
         raise typer.Exit(ExitCode.ERROR)
 
@@ -223,7 +225,8 @@ def list_tasks(
     task_env_file: Path = TaskEnvFileOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List tasks: name, digest, resources, network, image. Exit 1 if any is invalid."""
+    """List tasks: name, digest, resources, network, image. Exit 1 if any is invalid,
+    3 if a path names no task."""
     from rich.table import Table
 
     from crucible.tasks.dataset import check_tasks
@@ -285,6 +288,8 @@ def list_tasks(
                 err_console.print(
                     f"    {p.location()}: {p.message}", highlight=False, soft_wrap=True
                 )
+    if any(c.not_found for c in invalid):
+        raise typer.Exit(ExitCode.NOT_FOUND)  # a path that names no task
     if invalid:
         raise typer.Exit(ExitCode.ERROR)
 
