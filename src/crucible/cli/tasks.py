@@ -102,6 +102,11 @@ def check(
     env: str = typer.Option("local", "--env", "-e", help="Provider for --run."),
     env_param: list[str] = typer.Option([], "--env-param", help="Provider parameter k=v."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", help="Trials at once for --run."),
+    keep_dir: Path = typer.Option(
+        None,
+        "--keep-dir",
+        help="Where --run keeps a flagged task's trial folders (default: the temp dir).",
+    ),
     task_env: list[str] = TaskEnvOpt,
     task_env_file: Path = TaskEnvFileOpt,
     as_json: bool = JsonOpt,
@@ -126,7 +131,7 @@ def check(
                 Problem(path=c.path / "task.toml", message=m) for m in stage_problems(c.task)
             ]
     summary = _summary(checks)
-    runs = _run_checks(checks, env, env_param, concurrency, as_json) if run else None
+    runs = _run_checks(checks, env, env_param, concurrency, keep_dir, as_json) if run else None
     if as_json:
         out: dict[str, Any] = {"tasks": [_check_json(c) for c in checks], "summary": summary}
         if runs is not None:
@@ -151,7 +156,12 @@ def check(
 
 
 def _run_checks(
-    checks: list[TaskCheck], env: str, pairs: list[str], concurrency: int, as_json: bool
+    checks: list[TaskCheck],
+    env: str,
+    pairs: list[str],
+    concurrency: int,
+    keep_dir: Path | None,
+    as_json: bool,
 ) -> list[TaskRunCheck]:
     import asyncio
 
@@ -165,7 +175,9 @@ def _run_checks(
 
     async def go() -> list[TaskRunCheck]:
         try:
-            return await run_checks(tasks, provider, concurrency=concurrency, env_params=params)
+            return await run_checks(
+                tasks, provider, concurrency=concurrency, env_params=params, keep_dir=keep_dir
+            )
         finally:
             await provider.aclose()
 
@@ -175,6 +187,8 @@ def _run_checks(
         from crucible.cli.common import fail_from
 
         fail_from(exc, as_json=as_json)
+    except OSError as exc:  # --keep-dir cannot be made
+        fail(ExitCode.ERROR, "io", f"cannot keep the trial folders: {exc}", as_json=as_json)
 
 
 def _status(ok: bool, bad: str, text: str) -> None:

@@ -84,15 +84,16 @@ async def run_checks(
     *,
     concurrency: int = 4,
     env_params: dict[str, str] | None = None,
+    keep_dir: Path | None = None,
 ) -> list[TaskRunCheck]:
     """Oracle and nop on every task; sandboxes the checks leave are cleaned up, and so
     are the trial folders of every task that passed. A flagged task's folders (oracle's
-    attempt 0, nop's 1) stay in a folder under the system's temp dir, named in its
-    result's `trials_dir`."""
+    attempt 0, nop's 1) stay in a new folder under `keep_dir` (default: the system's
+    temp dir), named in its result's `trials_dir`."""
     job_id = f"tasks-check-{uuid.uuid4().hex[:8]}"
     sem = asyncio.Semaphore(max(1, concurrency))
     oracle, nop = OracleAgent(), NopAgent()
-    job_dir = Path(tempfile.mkdtemp(prefix=f"crucible-{job_id}-"))
+    job_dir = _new_job_dir(job_id, keep_dir)
 
     async def one(task: Task, agent: Agent, attempt: int) -> TrialResult:
         async with sem:
@@ -118,6 +119,12 @@ async def run_checks(
     if all(c.ok for c in checks):
         shutil.rmtree(job_dir, ignore_errors=True)
     return checks
+
+
+def _new_job_dir(job_id: str, keep_dir: Path | None) -> Path:
+    if keep_dir is not None:
+        keep_dir.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"crucible-{job_id}-", dir=keep_dir))
 
 
 def _keep_or_drop(check: TaskRunCheck, job_dir: Path, *trials: TrialResult) -> None:
