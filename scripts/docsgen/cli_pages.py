@@ -84,7 +84,7 @@ def config_page() -> str:
     from crucible.agents.terminal.config import TerminalConfig
     from crucible.cli.help import polish
     from crucible.cli.main import app
-    from crucible.engine.request import JOB_OPTIONS, MODEL_OPTIONS, RunRequest
+    from crucible.engine.request import CONFIG_KEYS, RunRequest
     from crucible.llm.pricing import BUILTIN_PRICES, PRICES_ENV, USER_PRICES, ModelPrice
 
     root = typer.main.get_command(app)
@@ -95,7 +95,7 @@ def config_page() -> str:
         p.name: (p.opts[0] if p.param_type_name == "option" else f"{p.name.upper()} (arguments)")
         for p in run.params
     }
-    keys = [*JOB_OPTIONS, *MODEL_OPTIONS, "paths", "jobs_dir", "env_params", "agent_kwargs"]
+    keys = CONFIG_KEYS
     rows = ["| key | type | `crucible run` option | meaning |\n|---|---|---|---|\n"]
     for key in keys:
         if key in RunRequest.model_fields:
@@ -123,7 +123,8 @@ def config_page() -> str:
         BANNER
         + "# Config file reference\n\n"
         + "`crucible run --config FILE` reads a TOML file that may set any of these keys "
-        "(a `-` in a key reads as `_`). A value given on the command line wins over the "
+        "(a `-` in a key reads as `_`; any other key is an error that names the closest "
+        "known one). A value given on the command line wins over the "
         "file's; what neither sets takes its default (or, on `--resume`, the value the job "
         "was planned with).\n\n"
         + '```toml\nagent = "terminal"\nattempts = 3\nconcurrency = 8\nmodel = "my-model"\n'

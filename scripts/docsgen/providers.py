@@ -103,7 +103,8 @@ def env_params_page() -> str:
         "# `--env-param` reference\n\n",
         "`crucible run --env NAME --env-param key=value` (repeatable; or an `[env_params]` "
         "table in a [config file](config.md)) passes these to the provider. Values are "
-        "strings, checked by the provider when the job starts.\n\n",
+        "strings, checked by the provider when the job starts; a key the provider does not "
+        "read is an error (exit 2) that names the closest one.\n\n",
     ]
     for name in BUILTIN:
         params = provider_params(name)

@@ -6,6 +6,7 @@ Layers raise these typed exceptions; the engine turns them into the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 
@@ -90,3 +91,18 @@ class ExitCode:
     AUTH = 4
     BACKEND = 5
     NEEDS_GPU = 6  # `crucible modal run`: a GPU function needed CUDA and this machine has none
+
+
+class UnknownKey(ValueError):
+    """A key no one reads (a config file's, an `--env-param`'s): a typo would otherwise be
+    silently ignored. The message names the closest known key; the CLI exits 2 (usage)."""
+
+    def __init__(self, what: str, key: str, known: Iterable[str]) -> None:
+        from difflib import get_close_matches
+
+        self.key = key
+        self.known = sorted(set(known))
+        close = get_close_matches(key, self.known, n=1)
+        self.suggestion = close[0] if close else None
+        hint = f"did you mean {self.suggestion!r}?" if close else "known: " + ", ".join(self.known)
+        super().__init__(f"unknown {what} {key!r}: {hint}")

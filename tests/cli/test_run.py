@@ -87,8 +87,8 @@ def test_table_output_and_rerun_of_a_finished_job(tmp_path: Path) -> None:
 
 def test_cannot_run_exit_codes(tmp_path: Path) -> None:
     missing = crucible("run", str(tmp_path / "nowhere"), "--jobs-dir", str(tmp_path), "--json")
-    assert missing.returncode == 1
-    assert json.loads(missing.stderr.strip().splitlines()[-1])["error"] == "task_invalid"
+    assert missing.returncode == 3  # not found: a path that names no task
+    assert json.loads(missing.stderr.strip().splitlines()[-1])["error"] == "not_found"
     bad_env = crucible("run", str(EXAMPLES), "--env", "nope", "--jobs-dir", str(tmp_path), "--json")
     assert bad_env.returncode == 2 and "unknown provider" in bad_env.stderr
     bad_agent = crucible(

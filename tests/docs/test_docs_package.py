@@ -226,3 +226,21 @@ def test_cli_source_and_package_are_exclusive(
     assert res.exit_code == code, res.output
     assert message in json.loads(res.stderr)["message"]
     assert not (tmp_path / "idx").exists()
+
+
+def test_without_the_package_the_error_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`docs index --package modal` where modal is not installed: exit 3 (not found), and
+    the hint names the install command (the modal extra's pin, for this Python)."""
+    monkeypatch.setitem(sys.modules, "modal", None)  # as if modal were not installed
+    res = runner.invoke(
+        app, ["docs", "index", "--package", "modal", "--out", str(tmp_path / "i"), "--json"]
+    )
+    assert res.exit_code == 3, res.output
+    err = json.loads(res.stderr)
+    assert err["error"] == "not_found" and "no installed package 'modal'" in err["message"]
+    assert f"{sys.executable} -m pip install 'modal>=1.6'" in err["hint"]
+    assert "pip install -e '.[modal]'" in err["hint"]  # in a checkout of crucible
+    res = runner.invoke(app, ["docs", "index", "--package", "no_such_package_here"])
+    assert res.exit_code == 3 and "pip install no_such_package_here" in res.stderr

@@ -134,3 +134,113 @@ def test_cancelling_an_interrupted_job_says_its_process_is_gone(jobs: JobsFactor
     res = invoke("runs", "cancel", "dead", "--jobs-dir", jobs.jobs_dir)
     assert res.exit_code == ExitCode.ERROR
     assert "process is gone" in " ".join(res.stderr.split())
+
+
+# Inside its own pid namespace (pid 1 there), this script makes the pid of a job's
+# process be reused: the job's stand-in process A is recorded by the index as the runner
+# records itself, A exits, and a bystander B whose argv also says "crucible" is given
+# A's pid (ns_last_pid). `runs cancel` must not signal B: B is not the job's process.
+REUSE = """
+import json, signal, subprocess, sys
+from pathlib import Path
+from typer.testing import CliRunner
+from tests.helpers.jobs import JobsFactory
+from crucible.cli.main import app
+
+jobs = JobsFactory(Path(sys.argv[1]))
+ready = "print('ready', flush=True); import time; time.sleep(60)"
+a = subprocess.Popen([sys.executable, "-c", ready, "crucible-run"], stdout=subprocess.PIPE, text=True)
+assert a.stdout.readline().strip() == "ready"
+jobs.job("reused", tasks=["a"], pid=a.pid)  # Index.upsert_job, as the runner calls it
+a.kill(); a.wait()
+Path("/proc/sys/kernel/ns_last_pid").write_text(str(a.pid - 1))
+b = subprocess.Popen([sys.executable, "-c", sys.argv[2], "crucible-run"], stdout=subprocess.PIPE, text=True)
+assert b.stdout.readline().strip() == "ready"
+if b.pid != a.pid:
+    print(json.dumps({"reused": False})); b.kill(); sys.exit(0)
+res = CliRunner().invoke(app, ["runs", "cancel", "reused", "--jobs-dir", sys.argv[1], "--json"])
+# ...and the cancel itself, asked directly (were the job read as running meanwhile)
+from crucible.engine.cancel import request_cancel
+from crucible.store.queries import JobsDir
+with JobsDir.open(Path(sys.argv[1])) as jd:
+    report = request_cancel(jd.resolve("reused")).model_dump(mode="json")
+b.send_signal(signal.SIGUSR1)
+out, _ = b.communicate(timeout=30)
+print(json.dumps({"reused": True, "code": res.exit_code, "stderr": res.stderr,
+                  "report": report, "bystander_got": out.split()}))
+"""
+
+
+def test_a_reused_pid_is_never_signalled_even_when_it_looks_like_crucible(
+    tmp_path: Path,
+) -> None:
+    """The pid alone does not name the job's process: its start time is recorded beside it,
+    and a live process with that pid that started at another time is never signalled."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("making a pid be reused needs root and unshare (a pid namespace)")
+    import crucible
+
+    # The crucible under test, and the repository (for tests.helpers).
+    path = [str(Path(crucible.__file__).parents[1]), str(Path(__file__).resolve().parents[2])]
+    run = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", REUSE,
+         str(tmp_path / "jobs"), BYSTANDER],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["reused"], "the bystander did not get the job's pid"
+    # The job's process is gone: `runs cancel` says so and writes nothing...
+    assert got["code"] == ExitCode.ERROR and "process is gone" in got["stderr"], got
+    # ...and the cancel, asked anyway, tells the bystander from the job's process.
+    assert got["report"]["signalled"] is False, got
+    assert "is not the job's process" in got["report"]["signal_note"], got
+    assert got["bystander_got"] == ["SIGUSR1"], got  # no SIGINT before it
+
+
+@pytest.mark.parametrize("recorded", ["another-boot:123", None])
+def test_a_live_crucible_process_without_the_recorded_start_time_is_not_signalled(
+    jobs: JobsFactory, tmp_path: Path, recorded: str | None
+) -> None:
+    """Without a pid namespace: the pid's process looks like crucible, but the start time
+    beside the pid is another's (or, in an index from before start times, none)."""
+    import sqlite3
+
+    from crucible.engine.cancel import request_cancel
+    from crucible.store.queries import JobsDir
+
+    marker = tmp_path / "got-signal"
+    proc = spawn([sys.executable, "-c", HANDLER, str(marker), "crucible-run"])
+    try:
+        jobs.job("j", tasks=["a"], pid=proc.pid)
+        with sqlite3.connect(jobs.jobs_dir / "index.sqlite") as db:
+            db.execute("UPDATE jobs SET pid_start=? WHERE job_id='j'", (recorded,))
+        with JobsDir.open(jobs.jobs_dir) as jd:
+            rec = jd.resolve("j")
+        # A start time that is not the process's: the job's process is gone.
+        assert rec.interrupted is (recorded is not None)
+        report = request_cancel(rec)
+        assert report.signalled is False and report.request_written
+        why = "is not the job's process" if recorded else "no start time recorded"
+        assert why in (report.signal_note or ""), report
+        assert proc.poll() is None and not marker.exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_index_from_before_start_times_gains_the_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    from crucible.store.index import Index
+
+    with sqlite3.connect(tmp_path / "index.sqlite") as db:
+        db.execute("CREATE TABLE jobs (job_id TEXT PRIMARY KEY, pid INTEGER)")
+    Index(tmp_path).close()
+    with sqlite3.connect(tmp_path / "index.sqlite") as db:
+        cols = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+    assert "pid_start" in cols

@@ -32,12 +32,11 @@ def test_cli_wins_over_config_and_pairs_over_both() -> None:
             "paths": ["x"],
             "env_params": {"k": 1, "j": "config"},
             "agent_kwargs": {"temperature": 0.1, "extra": "config"},
-            "job_name": "ignored: not a config option",
         },
         env_params={"j": "cli"},
         agent_kwargs={"extra": "cli"},
     )
-    assert (req.attempts, req.max_retries, req.paths, req.job_name) == (3, 5, [Path("x")], None)
+    assert (req.attempts, req.max_retries, req.paths) == (3, 5, [Path("x")])
     assert req.env_params == {"k": "1", "j": "cli"}
     assert req.agent_kwargs == {"model": "m-from-config", "temperature": 0.1, "extra": "cli"}
 

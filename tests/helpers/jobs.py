@@ -41,6 +41,7 @@ from crucible.records.trial import (
 from crucible.store.index import Index
 from crucible.store.layout import dump, iter_trial_results, read_job_config, write_json_atomic
 from crucible.store.logs import JOB_LOG, TRIAL_LOG, format_line
+from crucible.store.procs import process_start
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -208,7 +209,11 @@ class JobBuilder:
         idx = Index(self.jobs_dir)
         try:
             with idx.conn:
-                idx.conn.execute("UPDATE jobs SET pid=? WHERE job_id=?", (pid, self.job_id))
+                # with its start time, as Index.upsert_job records the runner's
+                idx.conn.execute(
+                    "UPDATE jobs SET pid=?, pid_start=? WHERE job_id=?",
+                    (pid, process_start(pid), self.job_id),
+                )
         finally:
             idx.close()
 

@@ -73,7 +73,7 @@ def test_check_json(invoke, make_task: MakeTask, tmp_path: Path) -> None:
     make_task("ok", parent=tmp_path / "s")
     make_task("broken", parent=tmp_path / "s", toml="a = 1\nb = [\n")
     result = invoke("check", tmp_path / "s", tmp_path / "missing", "--json")
-    assert result.exit_code == ExitCode.ERROR
+    assert result.exit_code == ExitCode.NOT_FOUND  # the missing path wins over the invalid task
     data = json.loads(result.stdout)
     assert data["summary"] == {"tasks": 3, "valid": 1, "invalid": 2, "errors": 2, "warnings": 0}
     by_name = {t["name"]: t for t in data["tasks"]}

@@ -62,8 +62,9 @@ def register(app: typer.Typer) -> None:
                 if package is not None
                 else build_index(str(source), target)
             )
-        except SourceError as exc:
-            fail(ExitCode.NOT_FOUND, "not_found", str(exc), as_json=as_json)
+        except SourceError as exc:  # a package's: what to install (docs/package.py)
+            hint = getattr(exc, "hint", None)
+            fail(ExitCode.NOT_FOUND, "not_found", str(exc), hint=hint, as_json=as_json)
         if stats.n_pages == 0:
             fail(
                 ExitCode.ERROR,

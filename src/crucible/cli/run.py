@@ -231,6 +231,8 @@ def register(app: typer.Typer) -> None:
             )
         except ValidationError as exc:
             fail(ExitCode.USAGE, "usage", f"run options: {exc}", as_json=as_json)
+        except ValueError as exc:  # a config key no option reads
+            fail(ExitCode.USAGE, "usage", f"config file {config}: {exc}", as_json=as_json)
         raise typer.Exit(asyncio.run(_run_job(request, quiet=quiet, as_json=as_json)))
 
 

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from crucible.cli.common import console, err_console
+from crucible.cli.expected import expected_note
 
 if TYPE_CHECKING:
     from crucible.engine.job import JobRunner
@@ -146,6 +147,8 @@ def print_summary(runner: JobRunner, summary: JobSummary, jobs_dir: Path, *, rer
         )
     console.print(table)
     _print_reasons(results, jobs_dir / summary.job_id)
+    if note := expected_note(runner.tasks, results):  # the task's [metadata] says so
+        console.print(escape(note), highlight=False, soft_wrap=True)
     totals = Table(show_header=False, box=None)
     totals.add_row("trials", f"{summary.n_done}/{summary.n_trials}")
     errors = {k: v for k, v in summary.outcomes.items() if k != "graded"}

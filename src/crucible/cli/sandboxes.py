@@ -37,13 +37,18 @@ def parse_params(pairs: list[str], as_json: bool) -> dict[str, str]:
     return out
 
 
-def provider_or_fail(env: str, params: dict[str, str], as_json: bool):  # type: ignore[no-untyped-def]
+def provider_or_fail(  # type: ignore[no-untyped-def]
+    env: str, params: dict[str, str], as_json: bool, also: tuple[str, ...] = ()
+):
+    """The provider, or exit 2 for an unknown provider, env-param key or value."""
     from crucible.sandboxes.registry import get_provider
 
     try:
-        return get_provider(env, params)
+        return get_provider(env, params, also=also)
     except KeyError as exc:
         fail(ExitCode.USAGE, "usage", str(exc.args[0]), as_json=as_json)
+    except (TypeError, ValueError) as exc:
+        fail(ExitCode.USAGE, "usage", f"provider {env!r}: {exc}", as_json=as_json)
     except CrucibleError as exc:
         fail_from(exc, as_json=as_json)
 
@@ -75,7 +80,7 @@ def check(
             hint=f"known: {', '.join(checks)}",
             as_json=as_json,
         )
-    provider = provider_or_fail(env, params, as_json)
+    provider = provider_or_fail(env, params, as_json, also=("image",))  # the suite's image
     overrides = {"image": params["image"]} if "image" in params else {}
 
     async def go():  # type: ignore[no-untyped-def]

@@ -102,6 +102,11 @@ def check(
     env: str = typer.Option("local", "--env", "-e", help="Provider for --run."),
     env_param: list[str] = typer.Option([], "--env-param", help="Provider parameter k=v."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", help="Trials at once for --run."),
+    keep_dir: Path = typer.Option(
+        None,
+        "--keep-dir",
+        help="Where --run keeps a flagged task's trial folders (default: the temp dir).",
+    ),
     task_env: list[str] = TaskEnvOpt,
     task_env_file: Path = TaskEnvFileOpt,
     as_json: bool = JsonOpt,
@@ -110,8 +115,10 @@ def check(
     host variables each task reads (only those given with --task-env are ever read).
 
     With --run, also run the oracle and nop on each valid task and flag a
-    broken task (its verifier fails for the oracle) or a free reward (nop
-    scores above 0). Exit 1 if any task is invalid or flagged; warnings alone exit 0.
+    broken task (its verifier fails for the oracle, or the oracle scores below 1)
+    or a free reward (nop scores above 0). A flagged task shows the verifier's
+    last lines and keeps its trial folders (the path is printed). Exit 3 if a
+    path names no task, 1 if any task is invalid or flagged; warnings alone exit 0.
     """
     from crucible.tasks.dataset import check_tasks
     from crucible.tasks.problems import Problem
@@ -124,7 +131,7 @@ def check(
                 Problem(path=c.path / "task.toml", message=m) for m in stage_problems(c.task)
             ]
     summary = _summary(checks)
-    runs = _run_checks(checks, env, env_param, concurrency, as_json) if run else None
+    runs = _run_checks(checks, env, env_param, concurrency, keep_dir, as_json) if run else None
     if as_json:
         out: dict[str, Any] = {"tasks": [_check_json(c) for c in checks], "summary": summary}
         if runs is not None:
@@ -142,12 +149,19 @@ def check(
         )
         if runs is not None:
             _print_runs(runs, env)
+    if any(c.not_found for c in checks):
+        raise typer.Exit(ExitCode.NOT_FOUND)  # a path that names no task
     if summary["invalid"] or (runs is not None and any(not r.ok for r in runs)):
         raise typer.Exit(ExitCode.ERROR)
 
 
 def _run_checks(
-    checks: list[TaskCheck], env: str, pairs: list[str], concurrency: int, as_json: bool
+    checks: list[TaskCheck],
+    env: str,
+    pairs: list[str],
+    concurrency: int,
+    keep_dir: Path | None,
+    as_json: bool,
 ) -> list[TaskRunCheck]:
     import asyncio
 
@@ -161,7 +175,9 @@ def _run_checks(
 
     async def go() -> list[TaskRunCheck]:
         try:
-            return await run_checks(tasks, provider, concurrency=concurrency, env_params=params)
+            return await run_checks(
+                tasks, provider, concurrency=concurrency, env_params=params, keep_dir=keep_dir
+            )
         finally:
             await provider.aclose()
 
@@ -171,6 +187,8 @@ def _run_checks(
         from crucible.cli.common import fail_from
 
         fail_from(exc, as_json=as_json)
+    except OSError as exc:  # --keep-dir cannot be made
+        fail(ExitCode.ERROR, "io", f"cannot keep the trial folders: {exc}", as_json=as_json)
 
 
 def _status(ok: bool, bad: str, text: str) -> None:
@@ -188,11 +206,28 @@ def _print_runs(runs: list[TaskRunCheck], env: str) -> None:
             console.print(f"    [red]error[/] {escape(msg)}", highlight=False, soft_wrap=True)
         for msg in r.warnings:
             console.print(f"    [yellow]warning[/] {escape(msg)}", highlight=False, soft_wrap=True)
+        for o in (r.oracle, r.nop):
+            if o.verifier_tail:
+                console.print(f"    [dim]{o.agent}'s verifier output, last lines:[/]")
+                for line in o.verifier_tail:
+                    console.print(f"      {escape(printable(line))}", highlight=False)
+        if r.trials_dir:
+            console.print(
+                f"    trial folders kept in {escape(r.trials_dir)} "
+                "(oracle's __0, nop's __1: trial.log, verifier/test-stdout.txt)",
+                highlight=False,
+                soft_wrap=True,
+            )
     flagged = sum(not r.ok for r in runs)
     console.print(
         f"ran oracle and nop on {len(runs)} task(s) with --env {env}: {flagged} flagged",
         highlight=False,
     )
+
+
+def printable(line: str) -> str:
+    """A line of a task's output, its control characters (terminal escapes) shown as ?."""
+    return "".join(ch if ch.isprintable() or ch == "\t" else "?" for ch in line)
 
 
 @tasks_app.command("list")
@@ -204,7 +239,8 @@ def list_tasks(
     task_env_file: Path = TaskEnvFileOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List tasks: name, digest, resources, network, image. Exit 1 if any is invalid."""
+    """List tasks: name, digest, resources, network, image. Exit 1 if any is invalid,
+    3 if a path names no task."""
     from rich.table import Table
 
     from crucible.tasks.dataset import check_tasks
@@ -266,6 +302,8 @@ def list_tasks(
                 err_console.print(
                     f"    {p.location()}: {p.message}", highlight=False, soft_wrap=True
                 )
+    if any(c.not_found for c in invalid):
+        raise typer.Exit(ExitCode.NOT_FOUND)  # a path that names no task
     if invalid:
         raise typer.Exit(ExitCode.ERROR)
 

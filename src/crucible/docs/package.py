@@ -29,7 +29,9 @@ import inspect
 import io
 import pkgutil
 import re
+import sys
 from dataclasses import dataclass, field
+from importlib import metadata
 from types import ModuleType
 from typing import Any
 
@@ -46,7 +48,35 @@ _PRIVATE_CLASS = re.compile(r"(?<![\w])(?:[A-Za-z_][\w]*\.)*_([A-Z]\w*)")
 
 
 class PackageNotFound(SourceError):
-    """A package that is not installed, or that cannot be imported."""
+    """A package that is not installed, or that cannot be imported; `hint`: what to do."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def install_hint(name: str) -> str:
+    """How to install package `name` where crucible runs: this Python's pip, with the pin
+    of the crucible extra that names it (modal>=1.6: the `modal` extra), if one does."""
+    dist = name.split(".")[0]
+    pin, extra = dist, None
+    try:
+        for req in metadata.requires("crucible") or []:
+            spec, _, marker = req.partition(";")
+            if re.split(r"[\s<>=!~\[]", spec.strip(), maxsplit=1)[0].lower() == dist.lower():
+                found = re.search(r'extra == "([^"]+)"', marker)
+                if found and found.group(1) != "dev":
+                    pin, extra = spec.strip(), found.group(1)
+                    break
+    except metadata.PackageNotFoundError:
+        pass
+    quoted = f"'{pin}'" if pin != dist else pin
+    hint = f"install it where crucible runs: {sys.executable} -m pip install {quoted}"
+    if extra:
+        hint += (
+            f" (crucible's {extra} extra; in a checkout of crucible: pip install -e '.[{extra}]')"
+        )
+    return hint
 
 
 @dataclass
@@ -84,8 +114,6 @@ def package_version(name: str, module: ModuleType) -> str | None:
     version = getattr(module, "__version__", None)
     if isinstance(version, str):
         return version
-    from importlib import metadata
-
     try:
         return metadata.version(name.split(".")[0])
     except metadata.PackageNotFoundError:
@@ -102,8 +130,7 @@ def import_package(name: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name and name.startswith(exc.name):
             raise PackageNotFound(
-                f"no installed package {name!r} in this Python ({exc}); install it in the "
-                "environment crucible runs in"
+                f"no installed package {name!r} in this Python ({exc})", install_hint(name)
             ) from exc
         raise PackageNotFound(f"package {name!r} cannot be imported: {exc}") from exc
     except Exception as exc:  # a package whose import crashes: its problem, said plainly

@@ -86,6 +86,7 @@ def load_tasks(
 ) -> list[Task]:
     tasks: list[Task] = []
     invalid: list[tuple[Path, list[Problem]]] = []
+    missing: list[Path] = []  # paths that name no task
     try:
         host = HostEnv(req.task_env or [], os.environ)
     except HostEnvRefused as exc:
@@ -97,6 +98,8 @@ def load_tasks(
                 on_warnings(check.path, check.warnings)  # what `tasks check` warns of
         else:
             invalid.append((check.path, check.problems))
+            if check.not_found:
+                missing.append(check.path)
     # Verifier stages are declared in [metadata] (tasks/ does not read them): checked here,
     # before an agent runs, not when the first trial is graded.
     staged = [(t, stage_problems(t)) for t in tasks]
@@ -107,6 +110,14 @@ def load_tasks(
     for path, problems in invalid:
         if on_invalid is not None:
             on_invalid(path, problems)
+    if missing and not req.skip_invalid:
+        raise LaunchRefused(
+            ExitCode.NOT_FOUND,
+            "not_found",
+            f"no task at {', '.join(map(str, missing))}",
+            hint="a task is a folder holding task.toml, or a folder of them; "
+            "--skip-invalid runs the rest",
+        )
     if invalid and not req.skip_invalid:
         raise LaunchRefused(
             ExitCode.ERROR,

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from crucible.errors import UnknownKey
 from crucible.records.tamper import TamperPolicy
 
 # Agent options that map one-to-one onto agent constructor keywords.
@@ -44,6 +45,12 @@ JOB_OPTIONS = (
     "task_env",
     "tampered",
 )
+
+# Every key a config file may hold (a `-` in a key reads as `_`); any other is an error.
+CONFIG_KEYS = (*JOB_OPTIONS, *MODEL_OPTIONS, "paths", "jobs_dir", "env_params", "agent_kwargs")
+# Options of `crucible run` a config file cannot set: said so, rather than "unknown".
+CLI_ONLY = ("job_name", "resume", "retry_errors", "include", "exclude", "skip_invalid",
+            "dataset", "registry", "datasets_dir", "quiet", "json", "config")  # fmt: skip
 
 
 class RunRequest(BaseModel):
@@ -89,11 +96,18 @@ class RunRequest(BaseModel):
         agent_kwargs: dict[str, Any],
     ) -> RunRequest:
         """`cli`: option values (None when not given), `config`: a parsed config file,
-        `env_params`/`agent_kwargs`: the CLI's key=value pairs. Raises pydantic's
-        ValidationError when a value has the wrong type."""
+        `env_params`/`agent_kwargs`: the CLI's key=value pairs. Raises UnknownKey for a
+        config key no option reads (a typo), pydantic's ValidationError when a value has
+        the wrong type."""
+        config = {key.replace("-", "_"): value for key, value in config.items()}
+        for key in config:
+            if key in CLI_ONLY:
+                flag = "--" + key.replace("_", "-")
+                raise ValueError(f"config key {key!r} is a command-line option: pass {flag}")
+            if key not in CONFIG_KEYS:
+                raise UnknownKey("config key", key, CONFIG_KEYS)
         opts = {k: cli.get(k) for k in (*JOB_OPTIONS, *MODEL_OPTIONS)}
-        for key, value in config.items():
-            k = key.replace("-", "_")
+        for k, value in config.items():
             if k in opts and opts[k] is None:
                 opts[k] = value
         kwargs: dict[str, Any] = {k: opts[k] for k in MODEL_OPTIONS if opts[k] is not None}

@@ -14,7 +14,7 @@ import shlex
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
@@ -232,6 +232,8 @@ class Provider(abc.ABC):
     """Makes sandboxes. One instance per job."""
 
     name: str = ""
+    # The `--env-param` keys it reads (None: its constructor's keywords; registry.py).
+    env_param_names: ClassVar[tuple[str, ...] | None] = None
     default_concurrency: int = 8
     # A hard cap on live sandboxes of this provider (None: only the job's -c applies).
     max_concurrency: int | None = None

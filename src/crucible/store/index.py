@@ -22,6 +22,7 @@ from crucible.records.reward_range import BOUND
 from crucible.records.text import storable_text
 from crucible.records.trial import TrialResult, utcnow
 from crucible.store.layout import INDEX_NAME
+from crucible.store.procs import process_start
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     n_trials    INTEGER NOT NULL,
     path        TEXT NOT NULL,
     pid         INTEGER,
+    pid_start   TEXT,
     created_at  TEXT NOT NULL,
     updated_at  TEXT NOT NULL
 );
@@ -111,8 +113,21 @@ def connect(jobs_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(SCHEMA)
+        _add_missing_columns(conn)
     conn.row_factory = sqlite3.Row
     return conn
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    """An index made by an older crucible gains the columns added since (pid_start)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
+    if "pid_start" not in have:
+        try:
+            with conn:
+                conn.execute("ALTER TABLE jobs ADD COLUMN pid_start TEXT")
+        except sqlite3.OperationalError as exc:  # another writer added it meanwhile
+            if "duplicate column" not in str(exc):
+                raise
 
 
 class Index:
@@ -127,15 +142,18 @@ class Index:
 
     # jobs -----------------------------------------------------------------
     def upsert_job(self, cfg: JobConfig, *, status: str, path: Path, pid: int | None) -> None:
+        """Record the job; `pid`: the process running it (the runner's own), recorded with
+        its start time, so that a later reader never takes a reused pid for it."""
         now = utcnow().isoformat()
         n_trials = len(cfg.tasks) * cfg.attempts
         with self.conn:
             self.conn.execute(
                 """INSERT INTO jobs (job_id, name, status, agent, model, env, dataset, n_trials,
-                       path, pid, created_at, updated_at)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+                       path, pid, pid_start, created_at, updated_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
                    ON CONFLICT(job_id) DO UPDATE SET status=excluded.status, pid=excluded.pid,
-                       n_trials=excluded.n_trials, updated_at=excluded.updated_at""",
+                       pid_start=excluded.pid_start, n_trials=excluded.n_trials,
+                       updated_at=excluded.updated_at""",
                 (
                     cfg.job_id,
                     cfg.name,
@@ -147,6 +165,7 @@ class Index:
                     n_trials,
                     str(path),
                     pid,
+                    process_start(pid),
                     cfg.created_at.isoformat(),
                     now,
                 ),

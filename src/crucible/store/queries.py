@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +31,7 @@ from crucible.store.layout import (
     read_job_config,
     read_job_summary,
 )
+from crucible.store.procs import pid_alive, same_process
 from crucible.store.trial_load import RESULT, Skipped
 
 
@@ -65,38 +65,6 @@ def parse_dt(value: Any) -> datetime | None:
     return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
-# -- liveness ---------------------------------------------------------------
-
-
-def pid_alive(pid: int | None) -> bool:
-    """Whether a process with this pid exists on this host (a zombie counts as dead)."""
-    if not pid or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    except OSError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no procfs (macOS): kill(0) is all we can know
-    # The state follows the parenthesised command name, which may contain spaces.
-    state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""
-    return state not in ("Z", "X")
-
-
-def pid_cmdline(pid: int) -> str | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
-
-
 # -- records ----------------------------------------------------------------
 
 
@@ -119,6 +87,7 @@ class JobRecord:
     in_index: bool
     summary: JobSummary | None = None
     alive: bool | None = None  # None: no pid to check
+    pid_start: str | None = None  # when the pid's process started (store/procs.py)
 
     @property
     def interrupted(self) -> bool:
@@ -210,7 +179,9 @@ class JobsDir:
                     out[rec_f.job_id] = rec_f
         for rec in out.values():
             if rec.recorded_status == "running" and rec.pid:
-                rec.alive = pid_alive(rec.pid)
+                # A reused pid is not the job's process: alive only if it started then.
+                start = rec.pid_start
+                rec.alive = same_process(rec.pid, start) if start else pid_alive(rec.pid)
         return out
 
     def _from_index_row(self, row: sqlite3.Row) -> JobRecord:
@@ -232,6 +203,7 @@ class JobsDir:
             dataset=[d for d in (row["dataset"] or "").split(",") if d],
             n_trials=int(row["n_trials"]),
             pid=row["pid"],
+            pid_start=row["pid_start"] if "pid_start" in row.keys() else None,  # older index
             created_at=parse_dt(row["created_at"]),
             updated_at=parse_dt(row["updated_at"]),
             in_index=True,

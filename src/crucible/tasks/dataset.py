@@ -63,7 +63,10 @@ def _search(root: Path) -> list[Path]:
 
 def _path_problem(path: Path, message: str) -> TaskCheck:
     return TaskCheck(
-        path=path, name=path.name or str(path), problems=[Problem(path=path, message=message)]
+        path=path,
+        name=path.name or str(path),
+        problems=[Problem(path=path, message=message)],
+        not_found=True,
     )
 
 

@@ -80,6 +80,7 @@ def check_task(path: Path, host: HostEnv = NO_HOST) -> TaskCheck:
     check.host_reads = scope.reads
     if not path.exists():
         check.problems.append(Problem(path=path, message="no such file or directory"))
+        check.not_found = True
         return check
     if not path.is_dir():
         check.problems.append(Problem(path=path, message="a task is a directory holding task.toml"))

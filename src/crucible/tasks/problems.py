@@ -45,6 +45,8 @@ class TaskCheck:
     problems: list[Problem] = field(default_factory=list)
     # Every host variable the task names (task.toml's env tables, the compose file).
     host_reads: list[HostRead] = field(default_factory=list)
+    # True for a path that names no task (no such file, no task.toml below): exit 3.
+    not_found: bool = False
 
     @property
     def errors(self) -> list[Problem]:

@@ -150,7 +150,8 @@ def _follow(
     import time
 
     from crucible.store.log_reader import CursorState, Entry, follow, read_page
-    from crucible.store.queries import current_status, pid_alive
+    from crucible.store.procs import pid_alive
+    from crucible.store.queries import current_status
 
     def emit(e: Entry) -> None:
         write_text((json.dumps(e.to_json()) if as_json else e.format()) + "\n")

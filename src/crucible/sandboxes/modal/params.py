@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from crucible.errors import ResourcesUnavailable
+from crucible.errors import ResourcesUnavailable, UnknownKey
 from crucible.sandboxes.base import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -108,14 +108,15 @@ class ModalParams:
     config: str | None = None  # a private TOML file holding token_id / token_secret
 
     @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(cls.__dataclass_fields__)
+
+    @classmethod
     def parse(cls, params: dict[str, str]) -> ModalParams:
         p = cls()
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown modal env-param(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-            )
+        for key in params:
+            if key not in cls.__dataclass_fields__:
+                raise UnknownKey("modal env-param", key, cls.names())
 
         def num(key: str, conv: Callable[[str], Any], lo: float, hi: float = math.inf) -> Any:
             raw = str(params[key]).strip()

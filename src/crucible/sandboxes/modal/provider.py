@@ -93,6 +93,7 @@ class ModalProvider(Provider):
     """Sandboxes on Modal: elastic, GPUs, network blocked or allowlisted."""
 
     name = "modal"
+    env_param_names = ModalParams.names()
     default_concurrency = 64
 
     def __init__(
