@@ -26,9 +26,9 @@ import pytest
 from tests.verifiers.test_stages_job import runs_get_verbose
 from typer.testing import CliRunner
 
+import crucible.sandboxes.local.oneshot.run as oneshot
 from crucible.cli.main import app
 from crucible.contracts.reach import detect_reached_source
-from crucible.sandboxes.local import oneshot
 from crucible.sandboxes.local.cgroups import CgroupSupport
 from crucible.store.layout import iter_trial_results
 from crucible.tasks.loader import load_task

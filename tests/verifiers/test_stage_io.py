@@ -16,17 +16,17 @@ import pytest
 from tests.helpers.fake_openai import FakeOpenAI, text
 from tests.verifiers.test_stages import judge_toml, make_task, pipeline, submitted
 
+import crucible.verifiers.stages.io.run as iorun
 from crucible.errors import ResourcesUnavailable, SandboxFailed, TaskInvalid
 from crucible.sandboxes.local.oneshot import OneShotSpec, run_oneshot
 from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
 from crucible.verifiers.pipeline import declared
-from crucible.verifiers.stages import iorun
 from crucible.verifiers.stages.base import StageContext
 from crucible.verifiers.stages.io import IoStage
-from crucible.verifiers.stages.iocases import REFERENCE_OUTPUTS
-from crucible.verifiers.stages.iocompare import mismatch, parse_output
-from crucible.verifiers.stages.iotrace import (
+from crucible.verifiers.stages.io.cases import REFERENCE_OUTPUTS
+from crucible.verifiers.stages.io.compare import mismatch, parse_output
+from crucible.verifiers.stages.io.trace import (
     MAX_EVENTS,
     MAX_TEXT,
     SUMMARY_CHARS,

@@ -18,19 +18,20 @@ from tests.verifiers.test_stage_io_attacks import LIMITS, hostile, hostile_run
 from tests.verifiers.test_stage_io_modal import CLI_PATH, FAKE_CLI, cloud  # noqa: F401 (fixture)
 from tests.verifiers.test_stages import submitted
 
+import crucible.sandboxes.local.oneshot.run as oneshot
+import crucible.verifiers.stages.io.run as iorun
+import crucible.verifiers.stages.io.stage as io
 from crucible.errors import ResourcesUnavailable
 from crucible.sandboxes.base import SandboxSpec
-from crucible.sandboxes.local import oneshot
 from crucible.sandboxes.local.bwrap import ROOT_BYTES, bwrap_features, find_bwrap
 from crucible.sandboxes.local.cgroups import CgroupSupport
 from crucible.sandboxes.local.provider import LocalProvider, LocalSandbox
 from crucible.tasks.models import Task
 from crucible.verifiers.pipeline import declared
-from crucible.verifiers.stages import io, iorun
 from crucible.verifiers.stages.base import StageContext
 from crucible.verifiers.stages.io import IoStage
-from crucible.verifiers.stages.iocases import REFERENCE_OUTPUTS
-from crucible.verifiers.stages.iotrace import MAX_WARNINGS, host_trace
+from crucible.verifiers.stages.io.cases import REFERENCE_OUTPUTS
+from crucible.verifiers.stages.io.trace import MAX_WARNINGS, host_trace
 
 COMPUTE = 'xs = [float(a) for a in xs.split(",")]'
 # the submission's own process appends to the runtime's event log, which the driver

@@ -46,23 +46,22 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+import crucible.verifiers.stages.io.run as iorun
 from crucible.errors import ResourcesUnavailable, TaskInvalid
 from crucible.modalrt.trace import TIMEOUT_EXIT, Trace
 from crucible.records.verifier import StageResult, StageRole
-from crucible.sandboxes.local.gpus import gpu_count
-from crucible.sandboxes.local.oneshot import OneShotResult
-from crucible.verifiers.stages import iorun
+from crucible.sandboxes.local.oneshot import OneShotResult, gpu_count
 from crucible.verifiers.stages.base import Stage, StageContext, StageSpec
-from crucible.verifiers.stages.iocases import (
+from crucible.verifiers.stages.io.cases import (
     MAX_CASES,
     REFERENCE_OUTPUTS,
     Case,
     load_cases,
     task_file,
 )
-from crucible.verifiers.stages.iocompare import CompareMode, mismatch, parse_output
-from crucible.verifiers.stages.iomodal import ModalRunner, chosen_runtime
-from crucible.verifiers.stages.iotrace import host_trace, judge_text, summary
+from crucible.verifiers.stages.io.compare import CompareMode, mismatch, parse_output
+from crucible.verifiers.stages.io.realmodal import ModalRunner, chosen_runtime
+from crucible.verifiers.stages.io.trace import host_trace, judge_text, summary
 
 
 class IoSpec(StageSpec):

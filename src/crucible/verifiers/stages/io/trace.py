@@ -14,7 +14,7 @@ submissions and a cross-check, never proof; the limits here only keep a forged l
 from costing the host memory, time or a crash. The same holds for the one thing that
 changes blame: a trace saying "needs a GPU" makes the case resources_unavailable (an
 excluded error, retried), so a failing submission could claim it to dodge its 0. The
-host takes that claim only where it can be true (io.py: no GPU here, and the task asks
+host takes that claim only where it can be true (stage.py: no GPU here, and the task asks
 for one); elsewhere it is ignored and the case graded on its output.
 """
 

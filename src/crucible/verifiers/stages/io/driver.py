@@ -1,5 +1,5 @@
 """The io stage's driver, run INSIDE an io sandbox:
-`python -m crucible.verifiers.stages.iodriver /work/job.json` (its job, written by iorun.py). Nothing here is trusted by the host: it runs
+`python -m crucible.verifiers.stages.io.driver /work/job.json` (its job, written by iorun.py). Nothing here is trusted by the host: it runs
 beside the submission, as the same uid, and the host reads what it writes within caps.
 
 Modes:
