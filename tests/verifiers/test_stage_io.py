@@ -1,7 +1,7 @@
 """The io stage on real programs, each run in a real io sandbox: the reference as plain
 python, the submission through the offline Modal runtime. Tolerances, blame (the
 reference crashing is the task's, the submission crashing or hanging is the attempt's,
-needing a GPU is resources_unavailable, a sandbox that cannot start is sandbox_failed),
+needing a GPU the task does not is a failed case, a sandbox that cannot start is sandbox_failed),
 the reference cache, and the trace read as hostile input. The attacks are in
 test_stage_io_attacks.py."""
 
@@ -17,7 +17,7 @@ from tests.helpers.fake_openai import FakeOpenAI, text
 from tests.verifiers.test_stages import judge_toml, make_task, pipeline, submitted
 
 import crucible.verifiers.stages.io.run as iorun
-from crucible.errors import ResourcesUnavailable, SandboxFailed, TaskInvalid
+from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.local.oneshot import OneShotSpec, run_oneshot
 from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
@@ -161,10 +161,14 @@ async def test_reference_crash_is_task_invalid(tmp_path: Path) -> None:
         await run_io(task, tmp_path, GOOD)
 
 
-async def test_needing_a_gpu_is_resources_unavailable(tmp_path: Path) -> None:
+async def test_needing_a_gpu_the_task_does_not_is_a_failed_case(tmp_path: Path) -> None:
+    """The task asks for gpu evidence but its environment for no GPU, and its reference
+    runs on the CPU: a port that fails for want of CUDA fails its case (the task's needs
+    decide resources_unavailable, before the run: test_stage_io_evidence.py)."""
     cuda = GOOD.replace("return sum(xs)", 'raise RuntimeError("CUDA driver not found")')
-    with pytest.raises(ResourcesUnavailable, match="needs a GPU"):
-        await run_io(io_task(tmp_path / "t"), tmp_path, cuda)
+    res = await run_io(io_task(tmp_path / "t"), tmp_path, cuda)
+    assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
+    assert "needs a GPU" in res["reason"]
 
 
 async def test_reference_outputs_are_cached_per_task_and_case(tmp_path: Path) -> None:
