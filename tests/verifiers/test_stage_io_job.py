@@ -124,4 +124,6 @@ def test_a_forged_trace_and_a_forged_gpu_error_score_zero(
     assert summary["mean_reward"] == 0.0, summary
     assert t["error"] is None, t["error"]  # graded, counted: not an excluded error
     io = t["verifier_result"]["stages"][2]
-    assert io["status"] == "failed" and "needs a GPU" in io["reason"]
+    assert io["status"] == "failed"
+    # "needs a GPU" where this machine has no nvidia-smi; the error itself where it has one
+    assert "needs a GPU" in io["reason"] or "no NVIDIA GPU" in io["reason"], io["reason"]
