@@ -250,7 +250,9 @@ class IoStage(Stage):
         out |= {
             "runtime": "offline",
             "evidence": {k: v for k, v in trace.evidence.items() if v},
-            "remote_inputs": {f.name: f.remote_inputs for f in trace.functions},
+            # the case's expected functions too: one no container ran shows 0
+            "remote_inputs": dict.fromkeys(case.inputs, 0)
+            | {f.name: f.remote_inputs for f in trace.functions},
             "gpu_backing": {f.name: f.gpu_backing for f in trace.functions if f.gpu_backing},
             **timing,
             "host_uid": ran.host_uid,
