@@ -188,7 +188,7 @@ class Broker:
             rid = int(h["id"])
             method = h.get("method")
             name = f"{c.tag}.{str(method)[:_TEXT]}" if method else c.tag
-            items = max(1, int(h.get("items") or 1))
+            items = min(max(1, int(h.get("items") or 1)), MAX_EVENTS)
             if int(h.get("attempt") or 1) > 1:
                 self._record("retry", function=name)
             via, key = str(h.get("via") or "remote")[:_TEXT], (id(mine), int(h.get("key") or 0))
