@@ -156,7 +156,8 @@ class Broker:
                 try:
                     self._handle(header, blob, mine, reply)
                 except Exception as exc:  # a malformed request ends it, never the broker
-                    reply({"op": "refused", "error": f"{type(exc).__name__}: {exc}"[:_TEXT]})
+                    why = f"{type(exc).__name__}: {exc}"[:_TEXT]
+                    reply({"op": "refused", "wid": header.get("wid"), "error": why})
         finally:
             for c in mine.values():  # the program process is gone: so are its containers
                 _kill(c.proc)

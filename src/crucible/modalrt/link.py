@@ -83,7 +83,7 @@ class _Link:
             wid, op = h.get("wid"), h.get("op")
             if not isinstance(wid, int):
                 continue
-            start = self.starts.pop(wid, None) if op in ("started", "failed") else None
+            start = self.starts.pop(wid, None) if op in ("started", "failed", "refused") else None
             if start is not None:
                 if op == "started":
                     start.set_result(int(h["pid"]))
