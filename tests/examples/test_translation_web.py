@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from crucible.modalrt.serve import serve_program
-from crucible.verifiers.stages.iocompare import mismatch
+from crucible.verifiers.stages.io.compare import mismatch
 
 TASK = Path(__file__).resolve().parents[2] / "examples" / "translation" / "polars-lookup-web"
 CASES: list[dict[str, Any]] = json.loads((TASK / "tests" / "cases.json").read_text())

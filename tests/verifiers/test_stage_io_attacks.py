@@ -24,12 +24,12 @@ import pytest
 from tests.verifiers.test_stage_io import GOOD, io_task, run_io
 
 import crucible
+import crucible.verifiers.stages.io.run as iorun
 from crucible.sandboxes.hostnet import host_ipv4
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.cgroups import detect
 from crucible.sandboxes.local.oneshot import IO_UID_BASE, OneShotResult
-from crucible.verifiers.stages import iorun
-from crucible.verifiers.stages.ioenv import PYTHON, SRC, VERSION
+from crucible.verifiers.stages.io.env import PYTHON, SRC, VERSION
 
 ROOT = os.geteuid() == 0
 LIMITS = iorun.Limits(timeout=60, memory_mb=512, pids=128, cpus=2.0, storage_mb=64,

@@ -18,19 +18,19 @@ from tests.verifiers.test_stage_io_attacks import LIMITS, hostile, hostile_run
 from tests.verifiers.test_stage_io_modal import CLI_PATH, FAKE_CLI, cloud  # noqa: F401 (fixture)
 from tests.verifiers.test_stages import submitted
 
-from crucible.errors import ResourcesUnavailable
+import crucible.sandboxes.local.oneshot.run as oneshot
+import crucible.verifiers.stages.io.run as iorun
+import crucible.verifiers.stages.io.stage as io
 from crucible.sandboxes.base import SandboxSpec
-from crucible.sandboxes.local import oneshot
 from crucible.sandboxes.local.bwrap import ROOT_BYTES, bwrap_features, find_bwrap
 from crucible.sandboxes.local.cgroups import CgroupSupport
 from crucible.sandboxes.local.provider import LocalProvider, LocalSandbox
 from crucible.tasks.models import Task
 from crucible.verifiers.pipeline import declared
-from crucible.verifiers.stages import io, iorun
 from crucible.verifiers.stages.base import StageContext
 from crucible.verifiers.stages.io import IoStage
-from crucible.verifiers.stages.iocases import REFERENCE_OUTPUTS
-from crucible.verifiers.stages.iotrace import MAX_WARNINGS, host_trace
+from crucible.verifiers.stages.io.cases import REFERENCE_OUTPUTS
+from crucible.verifiers.stages.io.trace import MAX_WARNINGS, host_trace
 
 COMPUTE = 'xs = [float(a) for a in xs.split(",")]'
 # the submission's own process appends to the runtime's event log, which the driver
@@ -51,14 +51,14 @@ def plain_task(root: Path, reference: str = REFERENCE) -> Task:
 
 async def test_a_forged_gpu_claim_does_not_excuse_a_wrong_answer(tmp_path: Path) -> None:
     """Before: any trace saying "needs a GPU" raised resources_unavailable (left out of
-    the mean), so a wrong answer plus one forged event traded the 0 for a gap."""
+    the mean), so a wrong answer plus one forged event traded the 0 for a gap. Now the
+    program's own events never reach the trace (the dispatching side writes it), and a
+    real "needs a GPU" failure is the attempt's wherever the task does not need one."""
     wrong = GOOD.replace(COMPUTE, FORGE_GPU + COMPUTE).replace('"n": len(xs)', '"n": -1')
     res = await run_io(plain_task(tmp_path / "t"), tmp_path, wrong)
     assert res["components"] == {"pass_rate": 0.0, "all_pass": 0.0}
     case = res["details"]["cases"][0]
-    # graded as any run: the runner's "needs a GPU" exit (6) fails it, as a wrong answer would
-    assert "exited 6: needs a GPU" in case["reason"]
-    assert "does not ask for" in case["gpu_claim_refused"]
+    assert "$.n: expected 2, got -1" in case["reason"] and "gpu_claim_refused" not in case
     # the honest form (a GPU function failing as CUDA code does here) is refused alike
     cuda = GOOD.replace("return sum(xs)", 'raise RuntimeError("CUDA driver not found")')
     res = await run_io(plain_task(tmp_path / "c"), tmp_path, cuda)
@@ -70,24 +70,22 @@ async def test_a_forged_gpu_claim_does_not_excuse_a_wrong_answer(tmp_path: Path)
 async def test_a_gpu_claim_beside_a_gpu_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On a host with GPUs the runtime never says "needs a GPU" (its worker sees them),
-    so such a trace there is forged: refused even for a task that asks for a GPU. (The
-    host's own count is what is switched here; the run itself gets no GPU.) Where there is
-    no GPU, a trace saying a GPU ran the inputs is corrected to the CPU it ran on."""
+    """A forged claim changes nothing, in a task that asks for gpu evidence too, with or
+    without GPUs here (the host's own count is what is switched; the run itself gets no
+    GPU); nor can the program say a GPU ran its inputs on a machine without one."""
     task = io_task(tmp_path / "t")  # require_evidence = ["gpu"]
     wrong = GOOD.replace(COMPUTE, FORGE_GPU + COMPUTE).replace('"n": len(xs)', '"n": -1')
-    with pytest.raises(ResourcesUnavailable):  # no GPU here: the claim can be true
-        await run_io(task, tmp_path, wrong)
-    # nor can it say a GPU ran its inputs on a machine without one
+    res = await run_io(task, tmp_path, wrong)
+    assert res["components"]["all_pass"] == 0.0
     last = 'print(json.dumps({"sum": add.remote(xs) + 1e-12, "n": len(xs)}))'
     forged = FORGE_GPU.replace("needs_gpu=True", 'gpu_backing="gpu"')
-    backed = GOOD.replace(last, last + "\n    " + forged)  # after the real input's event
+    backed = GOOD.replace(last, last + "\n    " + forged)  # after the real input
     res = await run_io(task, tmp_path, backed)
     assert res["details"]["cases"][0]["gpu_backing"] == {"add": "cpu"}
     monkeypatch.setattr(io, "gpu_count", lambda: 1)
     res = await run_io(task, tmp_path, wrong)
     assert res["components"]["all_pass"] == 0.0
-    assert "had this machine's GPUs" in res["details"]["cases"][0]["gpu_claim_refused"]
+    assert "gpu_claim_refused" not in res["details"]["cases"][0]
 
 
 # -- the trace's bytes: nesting that would crash the host's reading of it -------------------
@@ -107,22 +105,16 @@ async def test_a_deeply_nested_trace_event_is_dropped_not_a_crash(tmp_path: Path
     assert res["components"] == {"pass_rate": 1.0, "all_pass": 1.0}, res["reason"]
 
 
-def test_trace_image_warnings_cannot_amplify_into_host_memory(tmp_path: Path) -> None:
+def test_trace_image_warnings_cannot_amplify_into_host_memory() -> None:
     """Each character of a string `image_warnings` became one warning string on the host:
-    ~4 MiB of side channel (the cap) held ~4.2 million strings, ~400 MiB, per case."""
-    report, ran = hostile_run(
-        tmp_path,
-        """
-from crucible.modalrt.context import config
-line = json.dumps({"kind": "function", "name": "noop", "resources": {"image_warnings": "w" * 16000}})
-with open(config().events_path, "a") as log:
-    for _ in range(250):
-        log.write(line + "\\n")
-report["ok"] = True
-""",
+    ~4 MiB of side channel (the cap) held ~4.2 million strings, ~400 MiB, per case. (The
+    side channel is the driver's now, but the driver shares the program's sandbox: the
+    host still reads it as hostile.)"""
+    line = json.dumps(
+        {"kind": "function", "name": "noop", "resources": {"image_warnings": "w" * 16000}}
     )
-    assert report["ok"] and len(ran.side) > 250 * 16000 and ran.overflow is None
-    trace = host_trace(ran.side, "/app/main.py", "main", ran.code)
+    raw = (line + "\n").encode() * 250
+    trace = host_trace(raw, "/app/main.py", "main", 0)
     assert len(trace.image_warnings) <= 250 * MAX_WARNINGS  # was 4,000,000
 
 

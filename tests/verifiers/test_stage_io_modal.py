@@ -19,11 +19,11 @@ from tests.sandboxes.modal_standin import World, install
 from tests.verifiers.test_stage_io import GOOD, io_task
 from tests.verifiers.test_stages import submitted
 
+import crucible.verifiers.stages.io.realmodal as iomodal
 from crucible.errors import ResourcesUnavailable
 from crucible.sandboxes.modal import provider as modal_provider
 from crucible.tasks.loader import load_task
 from crucible.verifiers.pipeline import declared
-from crucible.verifiers.stages import iomodal
 from crucible.verifiers.stages.base import StageContext
 from crucible.verifiers.stages.io import IoStage
 from crucible.verifiers.submission import Submission

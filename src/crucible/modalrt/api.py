@@ -4,7 +4,10 @@
     result.exit_code, result.stdout, result.trace.function("square").remote_inputs
 
 The program runs in its own interpreter (the runner), never in the caller's, so the
-caller's imports, globals and a real `modal` it may have loaded stay apart.
+caller's imports, globals and a real `modal` it may have loaded stay apart. The caller's
+process is the dispatching side (broker.py): it starts the containers and records the
+inputs they ran (`RunResult.dispatched`), which the program cannot write to; the trace
+adds the program's own events (entrypoint, local calls, volumes, stores) to those.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from crucible.modalrt.broker import Broker, pipe_reader
 from crucible.modalrt.context import ENV_VAR, MOUNTS_VAR, RuntimeConfig, read_events
 from crucible.modalrt.trace import TIMEOUT_EXIT, Trace, build_trace
 
@@ -29,6 +34,7 @@ class RunResult:
     trace: Trace
     stdout: str | None = None  # with capture=True
     stderr: str | None = None
+    dispatched: list[dict[str, Any]] = field(default_factory=list)  # the broker's events
 
     @property
     def status(self) -> str:
@@ -105,25 +111,35 @@ def run_program(
     if script:
         argv.append("--script")
     argv += ["--", *args]
+    pipes = (os.pipe(), os.pipe()) if capture else None
+    fds = (pipes[0][1], pipes[1][1]) if pipes else (None, None)
+    broker = Broker(child_env, str(Path(cwd or os.getcwd()).resolve()), *fds)
+    chunks: tuple[list[bytes], list[bytes]] = ([], [])
+    readers = (
+        [pipe_reader(p[0], into) for p, into in zip(pipes, chunks, strict=True)] if pipes else []
+    )
     try:
-        proc = subprocess.run(
-            argv,
-            env=child_env,
-            cwd=cwd,
-            capture_output=capture,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        code = proc.returncode
-        out: str | None = proc.stdout
-        err: str | None = proc.stderr
-    except subprocess.TimeoutExpired as exc:
+        proc = subprocess.Popen(
+            argv, env={**child_env, **broker.env}, cwd=cwd, pass_fds=broker.pass_fds,
+            stdout=fds[0], stderr=fds[1],
+        )  # fmt: skip
+    finally:
+        broker.started()
+    try:
+        code = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
         code = TIMEOUT_EXIT
-        # TimeoutExpired holds bytes whatever text= said
-        out = _text(exc.stdout) if capture else None
-        err = _text(exc.stderr) if capture else None
-    trace = build_trace(read_events(run_dir), str(path), entrypoint, code)
+    dispatched = broker.finish()
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
+    for r in readers:
+        r.join(30)  # a process the program left behind may hold the pipe
+    out = _text(b"".join(chunks[0])) if capture else None
+    err = _text(b"".join(chunks[1])) if capture else None
+    trace = build_trace(read_events(run_dir) + dispatched, str(path), entrypoint, code)
     if trace_path is not None:
         Path(trace_path).write_text(trace.model_dump_json(indent=2) + "\n")
-    return RunResult(code, trace, out, err)
+    return RunResult(code, trace, out, err, dispatched)

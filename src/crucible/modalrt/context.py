@@ -3,7 +3,11 @@
 The runner and every worker read one JSON settings object from the environment, so a
 function called remotely from inside another remote function finds the same state
 folder, secrets file and event log. Events are JSON lines appended with one write each
-(O_APPEND), so processes never interleave inside a line; the trace is built from them.
+(O_APPEND), so processes never interleave inside a line. This log is the program's own
+(its processes write it, and so can its code): what it says of entrypoints, local calls,
+volumes and stores adds to a `crucible modal run` trace; the inputs that ran in
+containers are recorded by the dispatching side (broker.py), and the io stage reads only
+that.
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ def host_has_gpu() -> bool:
     return os.path.exists("/dev/nvidia0") or shutil.which("nvidia-smi") is not None
 
 
+def says_cuda(text: str) -> bool:
+    """The text (a failure's message or traceback) speaks of CUDA, a GPU or its driver."""
+    return bool(_CUDA_WORDS.search(text))
+
+
 def needs_gpu(exc: BaseException) -> bool:
     """The exception says CUDA was needed: in its type, its message, or (for an assert)
     in the source line that failed."""

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from crucible.modalrt import wire
-from crucible.modalrt.context import emit
 from crucible.modalrt.pool import Pool, Worker, WorkerLost, pool_for
 from crucible.modalrt.sdk.exception import FunctionTimeoutError, RemoteError
 from crucible.modalrt.spec import Resources
+
+_KEYS = itertools.count(1)
+NEEDS_GPU: list[tuple[str, str]] = []  # (function, error): inputs that failed for want of CUDA
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,12 @@ class Target:
 
     def pool(self) -> Pool:
         key = (self.tag, wire.dumps(self.params), self.resources)
-        return pool_for(key, self.resources)
+        return pool_for(key, self.resources, self.tag, self.method is not None)
 
     def request(self, op: str, **fields: Any) -> dict[str, Any]:
         return {
             "op": op,
+            "key": next(_KEYS),  # one input (or batch) through all its attempts
             "tag": self.tag,
             "method": self.method,
             "params": dict(self.params),
@@ -61,20 +64,11 @@ def _finish(
     target: Target, via: str, out: Future[Any], reply: dict[str, Any], t0: float, attempts: int
 ) -> None:
     ok = bool(reply.get("ok"))
-    emit(
-        "input",
-        function=target.name,
-        via=via,
-        ok=ok,
-        error=None if ok else f"{type(reply.get('error')).__name__}: {reply.get('error')}",
-        needs_gpu=bool(reply.get("needs_gpu")),
-        gpu=target.resources.gpu,  # with_options may change it from the decorator's
-        gpu_backing=reply.get("gpu_backing"),
-        container=reply.get("pid"),
-        duration_s=round(time.monotonic() - t0, 6),
-        attempts=attempts,
-        batch_size=reply.get("batch_size"),
-    )
+    # the trace's record of this input is the dispatching side's (broker.py), not ours
+    if reply.get("needs_gpu"):
+        NEEDS_GPU.append(
+            (target.name, f"{type(reply.get('error')).__name__}: {reply.get('error')}")
+        )
     if ok:
         out.set_result(reply.get("value"))
     else:
@@ -130,7 +124,7 @@ def _attempt(
 
         WATCHDOG.after(target.resources.timeout, expire)
 
-    fut = target.pool().submit(request, on_start)
+    fut = target.pool().submit({**request, "via": via, "attempt": attempt}, on_start)
     holder.append(fut)
 
     def done(f: Future[dict[str, Any]]) -> None:
@@ -143,7 +137,6 @@ def _attempt(
             reply = f.result()
         retry = not reply.get("ok") and not reply.get("needs_gpu")
         if retry and attempt <= target.resources.retries:
-            emit("retry", function=target.name, attempt=attempt, error=str(reply.get("error")))
             _attempt(target, via, out, request, t0, attempt + 1, on_reply)
         elif on_reply is not None:
             on_reply(reply, attempt)

@@ -21,7 +21,7 @@ import os
 import shutil
 from collections.abc import Sequence
 
-from crucible.modalrt.context import config
+from crucible.modalrt.context import RuntimeConfig, config
 
 
 class MountError(RuntimeError):
@@ -42,10 +42,10 @@ def bwrap_path() -> str | None:
     return path if os.access(path, os.X_OK) else None
 
 
-def link_mounts(volumes: Sequence[tuple[str, str]]) -> None:
+def link_mounts(volumes: Sequence[tuple[str, str]], cfg: RuntimeConfig | None = None) -> None:
     """links mode: each mount path a link to its volume's folder (made once per run)."""
     for path, name in volumes:
-        folder = config().volume_dir(name)
+        folder = (cfg or config()).volume_dir(name)
         folder.mkdir(parents=True, exist_ok=True)
         at = "/" + path.strip("/")
         try:
@@ -63,11 +63,18 @@ def link_mounts(volumes: Sequence[tuple[str, str]]) -> None:
             raise MountError(f"cannot mount Volume {name!r} at {at}: {exc.strerror}") from exc
 
 
-def wrap_with_mounts(argv: list[str], volumes: Sequence[tuple[str, str]]) -> list[str]:
+def wrap_with_mounts(
+    argv: list[str],
+    volumes: Sequence[tuple[str, str]],
+    cfg: RuntimeConfig | None = None,
+    cwd: str | None = None,
+) -> list[str]:
+    """argv run with the Volumes at their paths (the broker's: `cfg` is the run's)."""
     if not volumes:
         return argv
-    if config().mounts == "links":
-        link_mounts(volumes)
+    cfg = cfg or config()
+    if cfg.mounts == "links":
+        link_mounts(volumes, cfg)
         return argv
     bwrap = bwrap_path()
     if bwrap is None:
@@ -82,7 +89,7 @@ def wrap_with_mounts(argv: list[str], volumes: Sequence[tuple[str, str]]) -> lis
         elif os.path.isdir(host):
             args += ["--dev-bind", host, host]
     for path, name in volumes:
-        folder = config().volume_dir(name)
+        folder = cfg.volume_dir(name)
         folder.mkdir(parents=True, exist_ok=True)
         args += ["--bind", str(folder), "/" + path.strip("/")]
-    return [*args, "--chdir", os.getcwd(), "--", *argv]
+    return [*args, "--chdir", cwd or os.getcwd(), "--", *argv]

@@ -3,162 +3,27 @@
 A pool belongs to one function (one class and parameter set for a Cls). It starts at
 most `max_containers` workers, each taking up to `max_inputs` inputs at a time
 (@modal.concurrent), and reuses them, so state a function leaves in its own globals
-persists between inputs of one container, never into the caller. Requests and replies
-are pickles over the worker's stdin/stdout; the worker's own prints go to the
-caller's stdout, as `modal run` streams container logs.
-
-Workers are started from one thread that lives as long as the process (the spawner): a
-worker dies with the thread that started it (PR_SET_PDEATHSIG, worker.py, is per
-thread), and the threads that call functions end early: a web request's handler, an
-executor's thread. Started from those, a container would be killed under the next input.
+persists between inputs of one container, never into the caller. The workers are
+started by the dispatching side (broker.py), and every input and reply passes through
+it (link.py); the worker's own prints go to the caller's stdout, as `modal run` streams
+container logs.
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
-import itertools
-import os
-import queue
-import subprocess
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from crucible.modalrt import wire
-from crucible.modalrt.context import ENV_VAR, WORKER_VAR, config
-from crucible.modalrt.mounts import wrap_with_mounts
-from crucible.modalrt.sdk.exception import DeserializationError
+from crucible.modalrt.context import config
+from crucible.modalrt.link import Worker, WorkerLost
 from crucible.modalrt.spec import Resources
 
-STDOUT_FD_VAR = "CRUCIBLE_MODALRT_STDOUT_FD"
-MAX_INPUTS_VAR = "CRUCIBLE_MODALRT_MAX_INPUTS"
-GPU_VAR = "CRUCIBLE_MODALRT_GPU"
-
-
-class WorkerLost(Exception):
-    """The worker process ended while inputs were in flight."""
-
-
-class Worker:
-    def __init__(self, resources: Resources) -> None:
-        self.inflight = 0
-        self._ids = itertools.count()
-        self._pending: dict[int, Future[dict[str, Any]]] = {}
-        self._lock = threading.Lock()
-        out_fd = os.dup(sys.stdout.fileno())
-        os.set_inheritable(out_fd, True)
-        env = {
-            **os.environ,
-            ENV_VAR: config().model_dump_json(),
-            WORKER_VAR: "1",
-            STDOUT_FD_VAR: str(out_fd),
-            MAX_INPUTS_VAR: str(resources.max_inputs),
-            "PYTHONUNBUFFERED": "1",
-            GPU_VAR: resources.gpu or "",
-            **dict(resources.env),
-        }
-        argv = [sys.executable, "-m", "crucible.modalrt.worker"]
-        try:
-            self.proc = subprocess.Popen(
-                wrap_with_mounts(argv, resources.volumes),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=env,
-                pass_fds=(out_fd,),
-            )
-        finally:
-            os.close(out_fd)
-        self.pid = self.proc.pid
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def send(self, request: dict[str, Any]) -> Future[dict[str, Any]]:
-        fut: Future[dict[str, Any]] = Future()
-        assert self.proc.stdin is not None
-        with self._lock:
-            rid = next(self._ids)
-            self._pending[rid] = fut
-            try:
-                wire.send(self.proc.stdin, {**request, "id": rid})
-            except (BrokenPipeError, OSError) as exc:
-                self._pending.pop(rid, None)
-                fut.set_exception(WorkerLost(f"worker {self.pid} is gone: {exc}"))
-        return fut
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        while True:
-            try:
-                rid, blob = wire.recv(self.proc.stdout)  # (id, reply pickle): always readable
-            except Exception:  # EOF, or a stream no longer in step
-                break
-            try:
-                reply = wire.loads(blob)
-            except Exception as exc:  # e.g. a result whose class does not import here
-                reply = {"ok": False, "error": DeserializationError(f"the result: {exc!r}")}
-            with self._lock:
-                fut = self._pending.pop(rid, None)
-            if fut is not None:
-                fut.set_result(reply)
-        self.kill()  # a stream out of step leaves the worker useless
-        code = self.proc.wait()
-        with self._lock:
-            lost, self._pending = list(self._pending.values()), {}
-        for fut in lost:
-            fut.set_exception(WorkerLost(f"the container (pid {self.pid}) exited with code {code}"))
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def close(self, timeout: float = 30) -> None:
-        """Ask the worker to finish (its @exit hooks run), then make sure it has."""
-        try:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-            self.proc.wait(timeout)
-        except (OSError, subprocess.TimeoutExpired):
-            self.kill()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-class _Spawner:
-    """Starts workers from its own daemon thread, which never ends before the process."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Resources, Future[Worker]]] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def start(self, resources: Resources) -> Worker:
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():  # none yet, or forked
-                self._thread = threading.Thread(
-                    target=self._run, name="modalrt-spawner", daemon=True
-                )
-                self._thread.start()
-        fut: Future[Worker] = Future()
-        self._jobs.put((resources, fut))
-        return fut.result()
-
-    def _run(self) -> None:
-        while True:
-            resources, fut = self._jobs.get()
-            try:
-                fut.set_result(Worker(resources))
-            except BaseException as exc:  # handed to the caller, as if it had started it
-                fut.set_exception(exc)
-
-
-_SPAWNER = _Spawner()
-
+__all__ = ["OnStart", "Pool", "Worker", "WorkerLost", "close_pools", "pool_for"]
 
 OnStart = Callable[[Worker], None]
 
@@ -168,8 +33,9 @@ class Pool:
     `.spawn_map` never block, as on Modal), and each input goes to a container as one
     has room, a new container being started while there are fewer than the limit."""
 
-    def __init__(self, resources: Resources) -> None:
+    def __init__(self, resources: Resources, tag: str = "", cls: bool = False) -> None:
         self.resources = resources
+        self.tag, self.cls = tag, cls
         self.limit = max(1, resources.max_containers or config().max_containers)
         self.workers: list[Worker] = []
         self._waiting: deque[tuple[dict[str, Any], Future[dict[str, Any]], OnStart]] = deque()
@@ -189,7 +55,7 @@ class Pool:
         if free:
             return min(free, key=lambda w: w.inflight)
         if len(self.workers) < self.limit:
-            worker = _SPAWNER.start(self.resources)
+            worker = Worker(self.tag, self.cls, self.resources)
             self.workers.append(worker)
             return worker
         return None
@@ -234,11 +100,11 @@ _POOLS: dict[tuple[Any, ...], Pool] = {}
 _POOLS_LOCK = threading.Lock()
 
 
-def pool_for(key: tuple[Any, ...], resources: Resources) -> Pool:
+def pool_for(key: tuple[Any, ...], resources: Resources, tag: str = "", cls: bool = False) -> Pool:
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None:
-            pool = _POOLS[key] = Pool(resources)
+            pool = _POOLS[key] = Pool(resources, tag, cls)
         return pool
 
 

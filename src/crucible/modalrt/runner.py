@@ -16,8 +16,9 @@ import traceback
 from pathlib import Path
 
 from crucible.errors import ExitCode
-from crucible.modalrt.context import SERVE_MARKER, config, emit, read_events
+from crucible.modalrt.context import SERVE_MARKER, config, emit
 from crucible.modalrt.entry import UsageError, parse_args, pick
+from crucible.modalrt.invoke import NEEDS_GPU
 from crucible.modalrt.pool import close_pools
 from crucible.modalrt.program import import_program, run_as_main
 
@@ -97,16 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sys.stdout.flush()
         close_pools()
-    gpu_needed = [
-        e
-        for e in read_events(Path(config().run_dir))
-        if e["kind"] == "input" and e.get("needs_gpu")
-    ]
-    if gpu_needed:
-        first = gpu_needed[0]
+    if NEEDS_GPU:
+        function, why = NEEDS_GPU[0]
         sys.stderr.write(
-            f"needs a GPU: {first['function']} asked for a GPU and failed without one "
-            f"({first.get('error')})\n"
+            f"needs a GPU: {function} asked for a GPU and failed without one ({why})\n"
         )
         code = EXIT_NEEDS_GPU
     emit("end", exit_code=code, error=error)

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from crucible.modalrt.api import prepare
+from crucible.modalrt.broker import Broker
 from crucible.modalrt.context import SERVE_MARKER, read_events
 from crucible.modalrt.trace import Trace, build_trace
 
@@ -33,6 +35,7 @@ class Served:
     output: list[str] = field(default_factory=list)  # the program's stdout lines so far
     trace: Trace | None = None  # once the block has ended
     exit_code: int | None = None
+    dispatched: list[dict[str, Any]] = field(default_factory=list)  # the broker's events
 
 
 def _drain(stream: IO[str], into: list[str], echo: bool) -> None:
@@ -56,11 +59,19 @@ def serve_program(
 ) -> Iterator[Served]:
     path, run_dir, child_env = prepare(program, state_dir, secrets_file, max_containers, env)
     argv = [sys.executable, "-m", "crucible.modalrt.runner", "--serve"]
-    proc = subprocess.Popen(
-        argv, env=child_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None and proc.stdin is not None
+    out_r, out_w = os.pipe()  # the containers' stdout (the runner's is its own pipe)
+    broker = Broker(child_env, os.getcwd(), out_w)
     served = Served(urls={})
+    workers_out = open(out_r, encoding="utf-8", errors="replace")
+    threading.Thread(target=_drain, args=(workers_out, served.output, echo), daemon=True).start()
+    try:
+        proc = subprocess.Popen(
+            argv, env={**child_env, **broker.env}, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, pass_fds=broker.pass_fds,
+        )  # fmt: skip
+    finally:
+        broker.started()
+    assert proc.stdin is not None and proc.stdout is not None
     try:
         for line in proc.stdout:
             if line.startswith(SERVE_MARKER):
@@ -82,6 +93,9 @@ def serve_program(
         except subprocess.TimeoutExpired:
             proc.kill()
             served.exit_code = proc.wait()
-        served.trace = build_trace(read_events(run_dir), str(path), None, served.exit_code)
+        served.dispatched = broker.finish()
+        os.close(out_w)  # the containers' drain thread ends
+        events = read_events(run_dir) + served.dispatched
+        served.trace = build_trace(events, str(path), None, served.exit_code)
         if trace_path is not None:
             Path(trace_path).write_text(served.trace.model_dump_json(indent=2) + "\n")

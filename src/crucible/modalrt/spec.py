@@ -6,7 +6,7 @@ written to the trace, and decides how a worker starts (env, secrets, volumes, GP
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 300
@@ -54,3 +54,30 @@ class Resources:
             "image": [{"op": op, "args": list(args)} for op, args in self.image],
             "image_warnings": list(self.image_warnings),
         }
+
+    def to_wire(self) -> dict[str, Any]:
+        """As JSON, for the dispatching side (broker.py), which starts the containers."""
+        return asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Resources:
+        """From to_wire's JSON, sent by the program's process: checked field by field
+        (ValueError when it is not a Resources)."""
+        if not isinstance(data, dict) or set(data) - {f.name for f in fields(cls)}:
+            raise ValueError("not a Resources")
+        pairs = ("volumes", "env", "image")
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            if k in pairs:
+                v = tuple((str(a), tuple(map(str, b)) if k == "image" else str(b)) for a, b in v)
+            elif k in ("secrets", "image_warnings"):
+                v = tuple(str(x) for x in v)
+            elif k == "batched" and v is not None:
+                v = (int(v[0]), int(v[1]))
+            elif k in ("timeout", "retries", "max_inputs") or (k == "max_containers" and v):
+                v = int(v)
+            out[k] = v
+        res = cls(**out)
+        if res.max_inputs < 1 or (res.gpu is not None and not isinstance(res.gpu, str)):
+            raise ValueError("not a Resources")
+        return res

@@ -1,4 +1,6 @@
-"""Messages between a caller and its worker processes: length-prefixed pickles.
+"""Messages between a caller and its worker processes: length-prefixed pickles, and
+the frames that carry them through the dispatching side (broker.py): a small JSON header
+the broker reads (what is asked of which container) and the pickle, which it never opens.
 
 cloudpickle is used when it is installed (lambdas and local classes then travel as
 on Modal), plain pickle otherwise. A program run as a script defines its classes in
@@ -9,6 +11,7 @@ on Modal), plain pickle otherwise. A program run as a script defines its classes
 from __future__ import annotations
 
 import io
+import json
 import pickle
 import struct
 import sys
@@ -20,6 +23,8 @@ except ImportError:  # pragma: no cover - depends on the environment
     _cloudpickle = None
 
 _HEADER = struct.Struct("!Q")
+_FRAME = struct.Struct("!IQ")  # header bytes, blob bytes
+MAX_FRAME_HEADER = 64 << 10  # a header is a few fields: past this the stream is refused
 PROGRAM_MODULE: list[str] = []  # set once the program is imported: [its module name]
 
 
@@ -59,3 +64,37 @@ def recv(stream: IO[bytes]) -> Any:
     if len(data) < size:
         raise EOFError
     return loads(data)
+
+
+class FrameError(EOFError):
+    """A frame that is not one: the other side is gone or out of step."""
+
+
+def send_frame(stream: IO[bytes], header: dict[str, Any], blob: bytes = b"") -> None:
+    head = json.dumps(header).encode()
+    stream.write(_FRAME.pack(len(head), len(blob)) + head + blob)
+    stream.flush()
+
+
+def _read(stream: IO[bytes], size: int) -> bytes:
+    data = stream.read(size) if size else b""
+    if len(data) < size:
+        raise FrameError("the stream ended inside a frame")
+    return data
+
+
+def recv_frame(stream: IO[bytes]) -> tuple[dict[str, Any], bytes]:
+    """The next frame's (header, blob); FrameError at the end or on a malformed frame."""
+    raw = stream.read(_FRAME.size)
+    if len(raw) < _FRAME.size:
+        raise FrameError("the stream ended")
+    hlen, blen = _FRAME.unpack(raw)
+    if hlen > MAX_FRAME_HEADER:
+        raise FrameError(f"a frame header of {hlen} bytes")
+    try:
+        header = json.loads(_read(stream, hlen))
+    except ValueError as exc:
+        raise FrameError(f"a frame header that is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise FrameError("a frame header that is not an object")
+    return header, _read(stream, blen)

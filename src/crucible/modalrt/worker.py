@@ -1,9 +1,12 @@
-"""A container: `python -m crucible.modalrt.worker`, started by a pool.
+"""A container: `python -m crucible.modalrt.worker`, started by the dispatching side
+(broker.py) for a pool.
 
 It imports the program (as Modal imports it in a container), then answers requests
 from stdin on stdout until stdin closes, running up to max_inputs of them at once.
 Its fd 1 is the caller's stdout, so the function's prints reach the terminal; the
-requests and replies use the pipes the pool made. On the way out it runs the @exit
+requests and replies are frames (wire.py) on the pipes the broker made: what is asked
+(op, function, method) in the header, which the broker reads, the arguments and the
+result pickled. On the way out it runs the @exit
 hooks of the instances it made.
 """
 
@@ -23,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from crucible.modalrt import wire
+from crucible.modalrt.broker import GPU_VAR, MAX_INPUTS_VAR, STDOUT_FD_VAR
 from crucible.modalrt.context import config
 from crucible.modalrt.gpu import host_has_gpu, needs_gpu
-from crucible.modalrt.pool import GPU_VAR, MAX_INPUTS_VAR, STDOUT_FD_VAR
 from crucible.modalrt.program import import_program
 from crucible.modalrt.sdk.cls import make_instance, run_exit_hooks
 from crucible.modalrt.sdk.exception import InvalidError, RemoteError
@@ -144,23 +147,31 @@ def main() -> None:
     import_program(Path(cfg.program), cfg.module)
     lock = threading.Lock()
 
-    def serve(req: dict[str, Any]) -> None:
-        reply = _reply_for(req)
+    def serve(header: dict[str, Any], blob: bytes) -> None:
         try:
-            blob = wire.dumps(reply)
+            req = {**wire.loads(blob), **header}
+            reply = _reply_for(req)
+        except Exception as exc:  # arguments that do not unpickle here
+            reply = {"id": header["id"], "ok": False, "error": RemoteError(repr(exc))}
+        try:
+            out = wire.dumps(reply)
         except Exception as exc:  # a result that does not pickle
-            bad = {**reply, "ok": False, "value": None, "error": RemoteError(str(exc))}
-            blob = wire.dumps(bad)
+            reply = {**reply, "ok": False, "value": None, "error": RemoteError(str(exc))}
+            out = wire.dumps(reply)
+        head = {"id": header["id"], "ok": bool(reply.get("ok")),
+                "needs_gpu": bool(reply.get("needs_gpu"))}  # fmt: skip
+        if not reply.get("ok"):
+            head["error"] = f"{type(reply.get('error')).__name__}: {reply.get('error')}"[:500]
         with lock:
-            wire.send(proto_out, (req["id"], blob))
+            wire.send_frame(proto_out, head, out)
 
     with ThreadPoolExecutor(max(1, int(os.environ.get(MAX_INPUTS_VAR, "1")))) as pool:
         while True:
             try:
-                req = wire.recv(proto_in)
+                header, blob = wire.recv_frame(proto_in)
             except EOFError:
                 break
-            pool.submit(serve, req)
+            pool.submit(serve, header, blob)
     for obj in list(_instances.values()):
         run_exit_hooks(obj)
     sys.stdout.flush()

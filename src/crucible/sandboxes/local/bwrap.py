@@ -153,13 +153,13 @@ class BwrapLayout:
     overlay: tuple[str, str, str] | None = None
     uid: int = 0  # the sandbox's one mapped uid and gid (image mode: the image's USER)
     gid: int = 0
-    # One-shot sandboxes (oneshot.py): files copied in from fds opened by the host (after
+    # One-shot sandboxes (oneshot/run.py): files copied in from fds opened by the host (after
     # the mounts), where the command starts, and an fd bwrap blocks on before it forks the
     # command (so the host can put the sandbox in its cgroups first).
     files: list[tuple[int, str]] = field(default_factory=list)
     chdir: str = "/"
     block_fd: int | None = None
-    writable_root: bool = False  # one-shot runs of the offline Modal runtime (oneshot.py)
+    writable_root: bool = False  # one-shot runs of the offline Modal runtime (oneshot/run.py)
     share_net: bool = False  # spawned in its slot's own netns (usernet.UserNet.for_slot)
 
 

@@ -190,7 +190,7 @@ class SandboxCgroup:
 
     def add(self, pid: int, *, inner: bool = False) -> None:
         """Move `pid` into the sandbox's groups; with `inner`, on v1 into INNER too,
-        where the run's own limits are (a one-shot run's command, oneshot.py)."""
+        where the run's own limits are (a one-shot run's command, oneshot/run.py)."""
         paths = list(self._procs)
         if inner:
             paths += [str(p / "cgroup.procs") for p in (self.inner, self.mem_inner) if p]

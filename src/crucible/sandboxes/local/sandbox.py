@@ -36,7 +36,7 @@ from crucible.sandboxes.local.gpus import gpu_devices
 from crucible.sandboxes.local.grading import LocalGrading
 from crucible.sandboxes.local.host import SandboxHost
 from crucible.sandboxes.local.init import CTL, INIT_NAME, WORKER_NAME, server_script
-from crucible.sandboxes.local.oneshotmem import children
+from crucible.sandboxes.local.oneshot.mem import children
 from crucible.sandboxes.local.pool import MARKER, Slot
 from crucible.sandboxes.local.usernet import UserNet
 

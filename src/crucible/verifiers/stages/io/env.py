@@ -10,7 +10,7 @@ read-only:
 - PYTHON/lib/pythonX.Y/site-packages <- the venv's site-packages, over the base's own, so
   the interpreter finds it as its site folder (its .pth files are processed as usual);
 - SRC/crucible (/opt/crucible/src)   <- crucible's own package (PYTHONPATH=SRC).
-When crucible runs as root, sandboxes/local/oneshot.py stages those binds through a
+When crucible runs as root, sandboxes/local/oneshot/run.py stages those binds through a
 private mount namespace of its own (bwrap, running as the run's uid, could not reach
 the sources by path); otherwise bwrap binds them directly.
 

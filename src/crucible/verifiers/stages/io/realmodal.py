@@ -34,7 +34,7 @@ from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.local.oneshot import OneShotResult, runtime_dir
 from crucible.sandboxes.modal.auth import ModalCredentials
 from crucible.sandboxes.modal.provider import ModalProvider
-from crucible.verifiers.stages.iorun import Limits, submitted_files
+from crucible.verifiers.stages.io.run import Limits, submitted_files
 
 RUNTIME_VAR = "CRUCIBLE_IO_RUNTIME"  # "modal" or "offline": overrides every io stage's runtime
 TOKEN_ID_VAR = "CRUCIBLE_IO_MODAL_TOKEN_ID"

@@ -1,4 +1,4 @@
-"""The memory limit of a one-shot run (oneshot.py) where there are no cgroups: a watchdog
+"""The memory limit of a one-shot run (oneshot/run.py) where there are no cgroups: a watchdog
 on the host that sums the proportional set size (Pss) of every process in the run's
 tree and ends the run past its `memory_mb`.
 

@@ -1,4 +1,4 @@
-"""Plumbing of a one-shot sandbox's run (oneshot.py): its pipes read as they fill, within
+"""Plumbing of a one-shot sandbox's run (oneshot/run.py): its pipes read as they fill, within
 caps; its stdin fed and closed; the fds bwrap copies files from; waiting on pidfds."""
 
 from __future__ import annotations

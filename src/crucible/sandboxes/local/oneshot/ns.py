@@ -1,4 +1,4 @@
-"""Starting a one-shot sandbox's bwrap (oneshot.py) from a thread of its own, with host
+"""Starting a one-shot sandbox's bwrap (oneshot/run.py) from a thread of its own, with host
 folders the run's uid cannot reach staged through a private mount namespace.
 
 bwrap runs as the run's unprivileged uid (hostuid.py), so it can bind only what that

@@ -1,6 +1,6 @@
 """Where the io stage runs programs: every run (the reference's and the submission's,
 each case) in a one-shot bubblewrap sandbox on the grading host
-(sandboxes/local/oneshot.py), whatever provider ran the trial.
+(sandboxes/local/oneshot/run.py), whatever provider ran the trial.
 
 Each run has its own unprivileged host uid with no groups, its own network namespace
 (loopback only), pid namespace and cgroups (memory, pids, CPU), a wall timeout, a
@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crucible.sandboxes.local.gpus import gpu_count
-from crucible.sandboxes.local.oneshot import OneShotResult, OneShotSpec, run_oneshot
-from crucible.verifiers.stages.iodriver import JOB_FILE, SIDE_CAP
-from crucible.verifiers.stages.ioenv import WORKDIR, pyenv
+from crucible.sandboxes.local.oneshot import OneShotResult, OneShotSpec, gpu_count, run_oneshot
+from crucible.verifiers.stages.io.driver import JOB_FILE, SIDE_CAP
+from crucible.verifiers.stages.io.env import WORKDIR, pyenv
 
-DRIVER = "crucible.verifiers.stages.iodriver"
+DRIVER = "crucible.verifiers.stages.io.driver"
 SRC = "src"  # the submitted files, under the work folder
 
 

@@ -29,10 +29,17 @@ when no stage set one (iotrace.py says what a submission can forge there).
 
 Blame (DESIGN "Errors are data"): the submission crashing, timing out, printing no or
 too much output, running out of memory or lacking the entrypoint fails that case (the
-attempt's). The reference failing in any way is task_invalid. A case that needs a GPU
-this machine lacks is resources_unavailable (never a wrong output), when the task asks
-for a GPU and this machine has none (else the claim, forgeable, is ignored). The sandbox not
-starting is sandbox_failed: infrastructure, retried and left out of the mean.
+attempt's). The reference failing in any way is task_invalid. Whether grading needs a GPU
+is decided from the task and its reference before the submission runs: the task's
+environment asks for GPUs and this machine has none, or the reference itself fails for
+want of CUDA here: resources_unavailable. Otherwise the reference ran on this machine's
+CPU, and a submission that fails for want of CUDA has failed its case (its 0), whatever
+its run says. The sandbox not starting is sandbox_failed: infrastructure, retried and
+left out of the mean.
+
+Evidence (`require_evidence`, per-case input counts) comes only from the runtime's
+dispatching side (modalrt/broker.py, in the driver's process, which the program cannot
+write to or trace): the containers it started and the inputs it carried to them.
 """
 
 from __future__ import annotations
@@ -46,23 +53,23 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+import crucible.verifiers.stages.io.run as iorun
 from crucible.errors import ResourcesUnavailable, TaskInvalid
+from crucible.modalrt.gpu import says_cuda
 from crucible.modalrt.trace import TIMEOUT_EXIT, Trace
 from crucible.records.verifier import StageResult, StageRole
-from crucible.sandboxes.local.gpus import gpu_count
-from crucible.sandboxes.local.oneshot import OneShotResult
-from crucible.verifiers.stages import iorun
+from crucible.sandboxes.local.oneshot import OneShotResult, gpu_count
 from crucible.verifiers.stages.base import Stage, StageContext, StageSpec
-from crucible.verifiers.stages.iocases import (
+from crucible.verifiers.stages.io.cases import (
     MAX_CASES,
     REFERENCE_OUTPUTS,
     Case,
     load_cases,
     task_file,
 )
-from crucible.verifiers.stages.iocompare import CompareMode, mismatch, parse_output
-from crucible.verifiers.stages.iomodal import ModalRunner, chosen_runtime
-from crucible.verifiers.stages.iotrace import host_trace, judge_text, summary
+from crucible.verifiers.stages.io.compare import CompareMode, mismatch, parse_output
+from crucible.verifiers.stages.io.realmodal import ModalRunner, chosen_runtime
+from crucible.verifiers.stages.io.trace import host_trace, judge_text, summary
 
 
 class IoSpec(StageSpec):
@@ -131,6 +138,11 @@ class IoStage(Stage):
         program = self.spec.program or next(iter(sorted(files)), None)
         if program is None or program not in files:
             return self._verdict([], f"the program {program or '(any .py)'} was not submitted")
+        if self._needs_gpu(ctx) and gpu_count() == 0:  # before anything of the submission runs
+            raise ResourcesUnavailable(
+                f"io stage: the task asks for {ctx.task.config.environment.gpus} GPU(s) "
+                "(environment.gpus) and this machine has none"
+            )
         results: list[dict[str, Any]] = []
         traces: list[str] = []
         async with contextlib.AsyncExitStack() as stack:
@@ -165,6 +177,10 @@ class IoStage(Stage):
                     reference, case.args, case.stdin, self._env(), self.spec.limits()
                 )
             why = self._failure(ran)
+            if why and gpu_count() == 0 and says_cuda(_tail(ran.stderr, 20)):
+                raise ResourcesUnavailable(
+                    f"io stage: the reference program needs a GPU this machine lacks: {why}"
+                )
             if why:
                 raise TaskInvalid(f"io stage: the reference program, case {i}: {why}")
             stdout = ran.stdout.decode(errors="replace")
@@ -226,17 +242,20 @@ class IoStage(Stage):
             for f in trace.functions:
                 f.gpu_backing = "cpu" if f.gpu_backing else None
         refused = None
-        if trace.status == "needs_gpu":
-            refused = self._gpu_claim_refused(ctx)
-            if refused is None:
-                raise ResourcesUnavailable(f"io stage: {program} needs a GPU this machine lacks")
+        if trace.status == "needs_gpu":  # never an excuse: decided before the run (run())
+            refused = (
+                "the run failed for want of a GPU; grading this task needs none (its "
+                "environment asks for no GPU and its reference ran on this machine's CPU)"
+            )
         traces.append(summary(i, trace))
         if self.web:
             out["endpoint"] = case.endpoint
         out |= {
             "runtime": "offline",
             "evidence": {k: v for k, v in trace.evidence.items() if v},
-            "remote_inputs": {f.name: f.remote_inputs for f in trace.functions},
+            # the case's expected functions too: one no container ran shows 0
+            "remote_inputs": dict.fromkeys(case.inputs, 0)
+            | {f.name: f.remote_inputs for f in trace.functions},
             "gpu_backing": {f.name: f.gpu_backing for f in trace.functions if f.gpu_backing},
             **timing,
             "host_uid": ran.host_uid,
@@ -245,19 +264,10 @@ class IoStage(Stage):
             out["gpu_claim_refused"] = refused
         return self._judged(out, expected, ran, (case, trace), time.monotonic() - t0 - t_ref)
 
-    def _gpu_claim_refused(self, ctx: StageContext) -> str | None:
-        """Why a trace's "needs a GPU" is not taken (None: it is, resources_unavailable);
-        a refused claim is ignored and the case graded on its output.
-        The claim comes from the submission's sandbox and could be forged (iotrace.py) to
-        trade a failed case for an excluded error, so the host takes it only where it can
-        be true: this machine has no GPU (the runtime never claims it beside one) and the
-        task asks for one (its environment's gpus, or "gpu" evidence). A port that needs
-        a GPU the task never asked for is the attempt's failure."""
-        if gpu_count() > 0:
-            return "the run claimed it needs a GPU, but it had this machine's GPUs"
-        if "gpu" not in self.spec.require_evidence and ctx.task.config.environment.gpus <= 0:
-            return "the run needs a GPU, which the task does not ask for (none here)"
-        return None
+    def _needs_gpu(self, ctx: StageContext) -> bool:
+        """Whether grading this task needs a GPU: the task's say (its environment), never
+        the submission's (a run failing for want of CUDA)."""
+        return ctx.task.config.environment.gpus > 0
 
     def _judged(
         self,

@@ -2,20 +2,19 @@
 wrote on its side channel, bounded and validated here, then built into a Trace
 (modalrt/trace.py) on the host; and the short text of it the judge reads.
 
-What the trace can and cannot prove. The offline runtime runs in the submission's own
-processes (the runner imports the program; workers run its functions), as the same
-uid, in the same sandbox: the submission can append events of its own to the log, or
-rewrite it, and so fake "ran remotely on a GPU, 5 inputs by .map" without doing so. It
-cannot fake its *output* without computing it (it never sees the reference nor the
-expected output), and the forgery is in its code: the contracts stage reads that code
-statically (a decorator-only port still has its computation outside the function) and
-the judge reads it with this trace beside it. So the trace is evidence for honest
-submissions and a cross-check, never proof; the limits here only keep a forged log
-from costing the host memory, time or a crash. The same holds for the one thing that
-changes blame: a trace saying "needs a GPU" makes the case resources_unavailable (an
-excluded error, retried), so a failing submission could claim it to dodge its 0. The
-host takes that claim only where it can be true (io.py: no GPU here, and the task asks
-for one); elsewhere it is ignored and the case graded on its output.
+What the trace can and cannot prove. The side channel (fd 3) is held only by the io
+driver, which is the runtime's dispatching side (modalrt/broker.py): it started every
+container and carried every input to it and its reply back, and it records that; the
+runner and the workers, which import the program, never hold fd 3, and the driver is
+undumpable (no ptrace, no /proc/PID/fd of it for the program's uid). So the program's own
+`emit()` and events.jsonl never reach the host, and "ran remotely on a GPU container, 5
+inputs by .map" means inputs went through the broker to containers it started with those
+resources. What the program claims remains in it: the call kind (remote, map...) and the
+resources are its declaration; a worker is the program's code, so what it did with an
+input (and a "needs a GPU" failure) is its own. The contracts stage and the judge read
+that code. A "needs a GPU" trace never excuses a case (stage.py decides that from the task
+before the run). The limits here keep a hostile log (the driver's process shares the
+sandbox) from costing the host memory, time or a crash.
 """
 
 from __future__ import annotations
@@ -172,8 +171,10 @@ def summary(case: int, trace: Trace) -> str:
 def judge_text(parts: list[str]) -> str:
     """Every case's summary, bounded, with what the trace is and is not."""
     head = (
-        "Offline Modal runtime trace of the submission (io stage). Recorded inside the "
-        "submission's sandbox: the code could forge it, so read it beside the code.\n"
+        "Offline Modal runtime trace of the submission (io stage), recorded by the "
+        "runtime's dispatching side: which containers it started, with which resources, "
+        "and the inputs it carried to them. What ran inside a container is the code's: "
+        "read it beside the code.\n"
     )
     text = head + "\n".join(parts)
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 20] + "\n[trace cut]"

@@ -1,5 +1,5 @@
 """The io stage's driver, run INSIDE an io sandbox:
-`python -m crucible.verifiers.stages.iodriver /work/job.json` (its job, written by iorun.py). Nothing here is trusted by the host: it runs
+`python -m crucible.verifiers.stages.io.driver /work/job.json` (its job, written by iorun.py). Nothing here is trusted by the host: it runs
 beside the submission, as the same uid, and the host reads what it writes within caps.
 
 Modes:
@@ -13,9 +13,15 @@ Modes:
   not JSON).
 - asgi: the reference's ASGI app (an attribute of a Python file of the task), called
   with the same requests through httpx's ASGI transport; printed the same way.
-First of all it closes every fd above 3: only stdin, stdout, stderr and the side channel
-reach the program. In program and serve modes the runtime's event log (the raw material of the trace) is
-then written to fd 3, cut at SIDE_CAP bytes; the host validates it (iotrace.py).
+First of all it closes every fd above 3 and makes itself undumpable (PR_SET_DUMPABLE 0:
+a process of the same uid can then neither ptrace it nor open its /proc/PID/fd, mem or
+environ). The program's processes never hold fd 3: the runner and the workers are
+started without it (subprocess closes every fd above 2). This process is the runtime's
+dispatching side (modalrt/broker.py): it starts the containers and carries every input
+to them, and what it recorded of that, with the runner's exit status as it saw it, is
+what it writes to fd 3 at the end (cut at SIDE_CAP bytes; the host validates it,
+trace.py). The run's own event log (events.jsonl, `emit()`) is the program's to write
+and is never read for the io stage.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ SIDE_CAP = (4 << 20) - 1  # the host kills the run past 4 MiB on fd 3
 BODY_TEXT = 2000  # characters of a body that is not JSON
 REQUEST_TIMEOUT = 60.0
 EXIT_NOT_SERVED = 4
+PR_SET_DUMPABLE = 4
 
 
 def response_record(status: int, body: bytes) -> dict[str, Any]:
@@ -55,9 +62,9 @@ def _kwargs(req: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def dump_events(state: Path) -> None:
-    """The run's event log to fd 3 (absent when not run by the io stage: skipped)."""
-    data = b"".join(p.read_bytes() for p in sorted(state.glob("runs/*/events.jsonl")))
+def dump_events(events: list[dict[str, Any]]) -> None:
+    """The dispatching side's events to fd 3 (absent when not run by the io stage: skipped)."""
+    data = b"".join(json.dumps(e).encode() + b"\n" for e in events)
     view = memoryview(data[:SIDE_CAP])
     try:
         while view:
@@ -76,22 +83,17 @@ def run_script(job: dict[str, Any]) -> int:
     return 0
 
 
-def run_program(job: dict[str, Any], state: Path) -> int:
-    import subprocess
-
-    from crucible.modalrt.api import prepare
+def run_program(job: dict[str, Any], state: Path, events: list[dict[str, Any]]) -> int:
+    from crucible.modalrt.api import run_program as run
 
     main = WORKDIR / job["program"]
-    _, _, env = prepare(main, state, None, int(job.get("max_containers", 4)), None)
-    argv = [sys.executable, "-m", "crucible.modalrt.runner"]
-    if job.get("entrypoint"):
-        argv += ["--entry", job["entrypoint"]]
-    argv += ["--", *job.get("args", [])]
-    code = subprocess.run(argv, env=env, cwd=main.parent, check=False).returncode
-    return code if code >= 0 else 128 - code
+    ran = run(main, job.get("entrypoint") or None, job.get("args", []), state_dir=state,
+              max_containers=int(job.get("max_containers", 4)), cwd=main.parent)  # fmt: skip
+    events += ran.dispatched
+    return ran.exit_code if ran.exit_code >= 0 else 128 - ran.exit_code
 
 
-def run_serve(job: dict[str, Any], state: Path) -> int:
+def run_serve(job: dict[str, Any], state: Path, events: list[dict[str, Any]]) -> int:
     import httpx
 
     from crucible.modalrt.serve import ServeError, serve_program
@@ -113,6 +115,7 @@ def run_serve(job: dict[str, Any], state: Path) -> int:
                         req["method"], url.rstrip("/") + req["path"], **_kwargs(req)
                     )
                     out.append(response_record(resp.status_code, resp.content))
+        events += s.dispatched  # filled as the block ended
     except ServeError as exc:
         sys.stderr.write(f"{exc}\n")
         return 1
@@ -147,8 +150,17 @@ def run_asgi(job: dict[str, Any]) -> int:
     return 0
 
 
+def _undumpable() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
+
+
 def main() -> int:
     os.closerange(SIDE_FD + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    _undumpable()
     job = json.loads(Path(sys.argv[1]).read_text())
     os.unlink(sys.argv[1])  # the job is the driver's, not the program's
     state = WORKDIR / STATE
@@ -159,10 +171,14 @@ def main() -> int:
     from crucible.modalrt.context import MOUNTS_VAR
 
     os.environ[MOUNTS_VAR] = "links"  # no nested bwrap in this sandbox (modalrt/mounts.py)
+    events: list[dict[str, Any]] = []
+    code = 1
     try:
-        return run_serve(job, state) if job["mode"] == "serve" else run_program(job, state)
+        serve = job["mode"] == "serve"
+        code = run_serve(job, state, events) if serve else run_program(job, state, events)
+        return code
     finally:
-        dump_events(state)
+        dump_events([*events, {"kind": "end", "exit_code": code}])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """One-shot bubblewrap sandboxes: run one command in a fresh sandbox, read its output
-within caps, and leave nothing behind. Used by the io stage (verifiers/stages/iorun.py)
+within caps, and leave nothing behind. Used by the io stage (verifiers/stages/io/run.py)
 to run hostile programs on the grading host, whatever provider ran the trial.
 
 The machinery is the `local` provider's: bwrap.py's argv (read-only tmpfs root, the
@@ -50,7 +50,9 @@ from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.bwrap import BwrapLayout, build_argv, etc_snapshot, find_bwrap
 from crucible.sandboxes.local.cgroups import SandboxCgroup, detect, remove_paths
 from crucible.sandboxes.local.gpus import gpu_devices
-from crucible.sandboxes.local.oneshotio import (
+from crucible.sandboxes.local.oneshot.mem import watch_memory
+from crucible.sandboxes.local.oneshot.ns import Spawner
+from crucible.sandboxes.local.oneshot.pipes import (
     Reader,
     drain,
     feed,
@@ -59,8 +61,6 @@ from crucible.sandboxes.local.oneshotio import (
     room_for_fds,
     source_fd,
 )
-from crucible.sandboxes.local.oneshotmem import watch_memory
-from crucible.sandboxes.local.oneshotns import Spawner
 
 # Host uids of one-shot runs when we are root: past the slots' range (hostuid.UID_BASE +
 # 2**30), one per run: a run's processes can signal no trial's sandbox, nor another run.
