@@ -17,7 +17,9 @@ from pathlib import Path
 
 from tests.helpers.wait import wait_until
 
-SERVER = Path(__file__).resolve().parents[2] / "examples/tasks/background-service/solution/server.sh"
+SERVER = (
+    Path(__file__).resolve().parents[2] / "examples/tasks/background-service/solution/server.sh"
+)
 
 MV_SHIM = """#!/usr/bin/env bash
 # The real mv, then (for a published response) what the service had done by then.
