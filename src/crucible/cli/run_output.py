@@ -117,6 +117,13 @@ def reason_lines(r: TrialResult, trial_dir: Path) -> list[str]:
         out.append(f"{r.error.kind}: {r.error.message.splitlines()[0] if r.error.message else ''}")
     elif r.agent_result is not None and r.agent_result.error is not None:
         out.append(f"agent {r.agent_result.error.type}: {r.agent_result.error.message[:200]}")
+    # the host-side stage that zeroed or stopped it (a contracts gate, a judge's veto)
+    if note := (r.verifier_result.stage_note() if r.verifier_result else None):
+        score = f"reward {r.reward:g}" if r.reward is not None else "reward 0"
+        if r.error is None:
+            out.insert(0, f"{score}: {note}")
+        else:
+            out.append(f"stage {note}")
     if r.error is None or r.outcome == "verifier_failed":
         out += [f"  | {ln}" for ln in verifier_tail(trial_dir, TAIL_LINES)]
     return out

@@ -17,6 +17,7 @@ from crucible.metrics.model import (
     PairedDifference,
     PassK,
     RewardStats,
+    StageNote,
     TaskMetrics,
     TrialRef,
 )
@@ -325,6 +326,7 @@ def task_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> list
                         if r.tampered_paths is not None
                         else None,
                         step_rewards=dict(r.step_rewards) if r.step_rewards is not None else None,
+                        stages=[StageNote(name=n, status=s, reason=x) for n, s, x in r.stages],
                     )
                     for r in rs
                 ],

@@ -131,6 +131,14 @@ class GroupMetrics(BaseModel):
         return None
 
 
+class StageNote(BaseModel):
+    """One verifier stage of a trial: its status (passed, failed, vetoed, ...) and why."""
+
+    name: str
+    status: str
+    reason: str = ""
+
+
 class TrialRef(BaseModel):
     trial_name: str
     folder: str | None = None
@@ -144,6 +152,7 @@ class TrialRef(BaseModel):
     error: str | None = None
     tampered_paths: list[str] | None = None
     step_rewards: dict[str, float | None] | None = None  # a multi-step trial's, by step
+    stages: list[StageNote] = Field(default_factory=list)  # each verifier stage, in order
 
 
 class TaskMetrics(BaseModel):

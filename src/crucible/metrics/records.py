@@ -59,6 +59,8 @@ class TrialRecord:
     verifier_cost_usd: float | None = None
     # A multi-step trial's steps that ran, in order: name -> its primary reward (None: no reward).
     step_rewards: Mapping[str, float | None] | None = None
+    # Each verifier stage as (name, status, reason): why a stage zeroed or stopped it.
+    stages: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def graded(self) -> bool:
@@ -106,6 +108,9 @@ def record_from_result(
         retries=r.retries,
         tampered_paths=None if (t := r.tampered_list()) is None else tuple(t),
         step_rewards=_step_rewards(r),
+        stages=tuple((s.name, s.status, s.reason) for s in vr.stages)
+        if (vr := r.verifier_result)
+        else (),
         **_verifier_cost(r),
     )
 
