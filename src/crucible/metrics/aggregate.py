@@ -66,6 +66,8 @@ def score(r: Scored, key: str, options: MetricOptions) -> float | None:
         # A stored reward that is not finite is a bad record (the loaders skip it, with
         # a warning); one that still reaches here is left out, never summed into inf.
         return v if v is not None and math.isfinite(v) else None
+    if r.outcome == "cancelled":  # never finished (a resume runs it): not a 0, not a gap
+        return None
     if options.errors_as == "zero":
         return 0.0
     if options.errors_as == "blame":  # the attempt's own failures are a 0, infra is a gap
@@ -242,7 +244,7 @@ def group_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> Gro
         keys = [primary, *(k for k in keys if k != primary)]
     ckey = cluster_key(records, options)
     outcomes = Counter(r.outcome for r in records)
-    errors = {k: v for k, v in outcomes.items() if k != "graded"}
+    errors = {k: v for k, v in outcomes.items() if k not in ("graded", "cancelled")}
     n_errors = sum(errors.values())
     counts = _success_counts(records, primary, options)
     n_scored_primary = sum(n for n, _ in counts.values())
@@ -256,8 +258,13 @@ def group_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> Gro
         n_graded=outcomes.get("graded", 0),
         n_scored=n_scored_primary,
         n_excluded=sum(
-            1 for r in records if not r.graded and score(r, primary or "", options) is None
+            1
+            for r in records
+            if not r.graded
+            and r.outcome != "cancelled"
+            and score(r, primary or "", options) is None
         ),
+        n_cancelled=outcomes.get("cancelled", 0),
         n_tampered=sum(1 for r in records if r.tampered_paths),
         n_tasks=len({r.task for r in records}),
         n_runs=len(scored_runs),

@@ -107,6 +107,7 @@ class GroupMetrics(BaseModel):
     n_graded: int = 0
     n_scored: int = 0  # trials that enter the means (graded, plus errors counted as 0)
     n_excluded: int = 0  # errors left out of the means (shown beside them)
+    n_cancelled: int = 0  # stopped by a cancel: not finished, neither an error nor a 0
     n_tampered: int = 0  # trials that changed code grading runs (TrialResult.tampered)
     n_tasks: int = 0
     n_runs: int = 0
