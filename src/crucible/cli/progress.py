@@ -119,7 +119,8 @@ class LiveProgress:
         parts += [f"mean {mean}", f"errors {self.errors}", f"retries {self.retries}"]
         if slowest := self.slowest(now):
             parts.append(slowest)
-        parts.append(f"ETA {self.eta(now)}")
+        if running or queued:  # once nothing is left to run, there is nothing to wait for
+            parts.append(f"ETA {self.eta(now)}")
         return " | ".join(parts)
 
 
