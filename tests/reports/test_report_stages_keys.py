@@ -9,11 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
+from cdpclient import Browser
 from tests.helpers.jobs import JobFactory, T
 from typer.testing import CliRunner
 
 from crucible.cli.main import app
 from crucible.records.verifier import StageResult
+from crucible.reports.viewer import ViewerServer
 from crucible.store.layout import iter_trial_results
 
 runner = CliRunner()
@@ -86,3 +88,18 @@ def test_report_shows_every_reward_key_and_names_the_primary(make_job: JobFactor
         runner.invoke(app, ["report", str(job), "--json", "--reward-key", "recall"]).output
     )
     assert data["jobs"][0]["overall"]["primary"] == "recall"
+
+
+@pytest.mark.browser
+async def test_the_viewer_trial_page_has_a_verifier_stages_section(
+    chromium: str, server: ViewerServer, gated: Path
+) -> None:
+    async with Browser(chromium) as b:
+        await b.goto(server.url)
+        await b.eval("location.hash = '#/job/gated/trial/port__0'")
+        await b.wait_for("!!document.querySelector('#stages')")
+        text = await b.eval("document.querySelector('#stages').innerText")
+        failed = await b.eval("document.querySelectorAll('#stages tr.err').length")
+        assert b.exceptions == []
+    assert "contracts" in text and f"failed\t{NO_PYTHON}" in text, text
+    assert "judge" in text and "skipped" in text and failed == 1
