@@ -38,6 +38,7 @@ from crucible.records.trial import (
     TrialResult,
     VerifierResult,
 )
+from crucible.records.verifier import StageResult
 from crucible.store.index import Index
 from crucible.store.layout import dump, iter_trial_results, read_job_config, write_json_atomic
 from crucible.store.logs import JOB_LOG, TRIAL_LOG, format_line
@@ -101,6 +102,7 @@ class JobBuilder:
         verifier_files: Mapping[str, str | bytes] | None = None,
         sandbox_files: Mapping[str, str | bytes] | None = None,
         extra: Mapping[str, Any] | None = None,  # more TrialResult fields
+        stages: Sequence[StageResult] = (),  # the verifier's stages (host-side ones too)
         logs: bool = True,
         index: bool = True,
     ) -> TrialResult:
@@ -138,7 +140,9 @@ class JobBuilder:
                 model_info=ModelInfo(name=self.cfg.model) if self.cfg.model else None,
             ),
             agent_result=agent,
-            verifier_result=VerifierResult(rewards=rewards, exit_code=0) if rewards else None,
+            verifier_result=VerifierResult(rewards=rewards, exit_code=0, stages=list(stages))
+            if rewards
+            else None,
             outcome=error or "graded",
             error=ErrorInfo(kind=ErrorKind(error), type="Error", message=message or error)
             if error
@@ -319,6 +323,7 @@ class T:
     agent_error: str | None = None
     trajectory: list[dict[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    stages: list[StageResult] = field(default_factory=list)
 
 
 Spec = float | dict[str, float] | str | T  # a reward, an error kind, or a T
@@ -368,7 +373,7 @@ def write_job(
                 message=f"{t.error} happened" if t.error else "", duration=t.duration,
                 cost=t.cost, tokens=t.tokens, agent_error=t.agent_error,
                 agent_files=agent_files, verifier_files=verifier_files,
-                sandbox_files=sandbox_files, extra=t.extra,
+                sandbox_files=sandbox_files, extra=t.extra, stages=t.stages,
             )  # fmt: skip
     if status != "running":
         job.finish(status)

@@ -6,6 +6,7 @@ nothing is made."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import textwrap
@@ -489,3 +490,35 @@ async def test_a_sidecar_cannot_reach_the_host(
     finally:
         server.close()
     assert r.stdout == "tried 3000\n" and hits == [], (hits, r.stdout)
+
+
+async def test_a_removal_already_in_progress_is_waited_for_and_leaves_nothing(
+    docker_provider: DockerProvider, docker_spec: Any, engine: Any, tmp_path: Path
+) -> None:
+    """Two removals race (a concurrent `cleanup`, the engine's own): the engine answers the
+    second 409 "removal already in progress". That is a removal under way, not a refusal:
+    close waits for it, so the sidecar and then the network are gone when it returns."""
+    from tests.helpers.wait import await_until
+
+    path = compose(tmp_path, f"services:\n  db:{SLEEPER}")
+    spec = docker_spec(compose_file=path)
+    box = await docker_provider.create(spec)
+    db = box.service("db")
+    assert db is not None
+    # Many files in its writable layer: the engine takes seconds to remove it.
+    fill = await db.exec("mkdir /fill && cd /fill && seq 1 60000 | xargs touch && echo done")
+    assert fill.stdout == "done\n", fill
+    api = engine.api
+    other = asyncio.ensure_future(
+        asyncio.to_thread(api.remove_container, db.id, force=True, v=True)
+    )
+
+    def removing() -> bool:
+        return api.inspect_container(db.id)["State"]["Status"] == "removing"
+
+    await await_until(removing, "the other removal to be under way")
+    try:
+        await box.close()
+        assert leftovers(engine, spec.trial_id) == ([], [])
+    finally:
+        await other

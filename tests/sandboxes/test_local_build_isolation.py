@@ -291,8 +291,8 @@ async def test_an_image_being_unpacked_never_offers_its_setuid_root_files(
     dockerfile = (
         "FROM debian:bookworm-slim\n"
         "RUN mkdir /s && cp /bin/sh /s/rootsh && chmod 4755 /s/rootsh && perl -e 'for (1..3000)"
-        " { open(my $f, \">\", \"/s/x$_\") or die; print $f \"x\" x 64; close $f;"
-        " chmod(04755, \"/s/x$_\") or die }'\n"
+        ' { open(my $f, ">", "/s/x$_") or die; print $f "x" x 64; close $f;'
+        ' chmod(04755, "/s/x$_") or die }\'\n'
     )
     env = _env(tmp_path, dockerfile)
     cache = Path("/tmp") / f"crucible-test-rootfs-{secrets.token_hex(8)}"

@@ -156,6 +156,7 @@ def test_get_progress_errors_and_reward_over_time(jobs: JobsFactory) -> None:
         "total": 6,
         "fraction": pytest.approx(5 / 6, abs=1e-4),
         "in_progress": 1,
+        "cancelled": 0,
     }
     assert d["mean_reward"] == pytest.approx(2 / 3) and d["n_rewarded"] == 3
     assert d["errors"]["sandbox_failed"]["count"] == 2

@@ -248,7 +248,8 @@ def _print_warnings(path: Path, problems: list[Problem]) -> None:
 
 
 async def _run_job(request: RunRequest, *, quiet: bool, as_json: bool) -> int:
-    from crucible.cli.run_output import print_summary, with_progress
+    from crucible.cli.progress import with_progress
+    from crucible.cli.run_output import print_summary
     from crucible.engine.launch import LaunchRefused, prepare_launch
     from crucible.errors import CrucibleError
 
@@ -309,8 +310,7 @@ def _exit_code(summary: JobSummary, runner: JobRunner, *, as_json: bool) -> int:
             if _custom_dir(runner):
                 cmd += f" --jobs-dir {runner.jobs_dir}"
             err_console.print(
-                f"cancelled: {summary.n_done - summary.outcomes.get('cancelled', 0)} of "
-                f"{summary.n_trials} trials finished. Resume with:",
+                f"cancelled: {summary.n_done} of {summary.n_trials} trials finished. Resume with:",
                 highlight=False,
             )
             # Never wrapped: it is meant to be copied.

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 
-from crucible.cli.common import console, err_console
+from crucible.cli.common import console
 from crucible.cli.expected import expected_note
 
 if TYPE_CHECKING:
@@ -29,54 +29,6 @@ TAIL_LINES = 3
 
 def fmt_mean(total: float, n: int) -> str:
     return f"{total / n:.3f}" if n else "-"
-
-
-async def with_progress(runner: JobRunner) -> JobSummary:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[stats]}"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=False,
-    )
-    bar = progress.add_task(escape(runner.cfg.job_id), total=runner.n_total, stats="")
-    state = {"graded": 0, "errors": 0, "reward": 0.0, "retries": 0}
-
-    def stats() -> str:
-        mean = fmt_mean(state["reward"], int(state["graded"]))
-        return f"mean {mean} | errors {state['errors']} | retries {state['retries']}"
-
-    def on_start(total: int, done: int) -> None:
-        progress.update(bar, completed=done, stats=stats())
-
-    def on_trial(r: Any) -> None:
-        if r.counted_reward is not None:  # graded, or verifier_failed as 0
-            state["graded"] += 1
-            state["reward"] += r.counted_reward
-        if not r.graded and r.outcome != "cancelled":  # a cancelled trial resumes
-            state["errors"] += 1
-        progress.update(bar, advance=1, stats=stats())
-
-    def on_retry(*_: Any) -> None:
-        state["retries"] += 1
-        progress.update(bar, stats=stats())
-
-    previous = runner.events.on_start
-
-    def both_start(total: int, done: int) -> None:
-        if previous:
-            previous(total, done)
-        on_start(total, done)
-
-    runner.events.on_start = both_start
-    runner.events.on_trial = on_trial
-    runner.events.on_retry = on_retry
-    with progress:
-        return await runner.run()
 
 
 def usage_totals(results: list[TrialResult]) -> tuple[dict[str, int], float | None, int]:
@@ -118,6 +70,13 @@ def reason_lines(r: TrialResult, trial_dir: Path) -> list[str]:
         out.append(f"{r.error.kind}: {r.error.message.splitlines()[0] if r.error.message else ''}")
     elif r.agent_result is not None and r.agent_result.error is not None:
         out.append(f"agent {r.agent_result.error.type}: {r.agent_result.error.message[:200]}")
+    # the host-side stage that zeroed or stopped it (a contracts gate, a judge's veto)
+    if note := (r.verifier_result.stage_note() if r.verifier_result else None):
+        score = f"reward {r.reward:g}" if r.reward is not None else "reward 0"
+        if r.error is None:
+            out.insert(0, f"{score}: {note}")
+        else:
+            out.append(f"stage {note}")
     if r.error is None or r.outcome == "verifier_failed":
         out += [f"  | {ln}" for ln in verifier_tail(trial_dir, TAIL_LINES)]
     return out
@@ -150,8 +109,9 @@ def print_summary(runner: JobRunner, summary: JobSummary, jobs_dir: Path, *, rer
     if note := expected_note(runner.tasks, results):  # the task's [metadata] says so
         console.print(escape(note), highlight=False, soft_wrap=True)
     totals = Table(show_header=False, box=None)
-    totals.add_row("trials", f"{summary.n_done}/{summary.n_trials}")
-    errors = {k: v for k, v in summary.outcomes.items() if k != "graded"}
+    cancelled = f" ({summary.n_cancelled} cancelled)" if summary.n_cancelled else ""
+    totals.add_row("trials", f"{summary.n_done}/{summary.n_trials}{cancelled}")
+    errors = {k: v for k, v in summary.outcomes.items() if k not in ("graded", "cancelled")}
     totals.add_row("errors", ", ".join(f"{k} {v}" for k, v in sorted(errors.items())) or "none")
     totals.add_row("retries", str(summary.n_retries))
     if summary.n_tampered:  # under every policy (`--tampered zero` also counted them 0)

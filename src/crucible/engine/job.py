@@ -14,9 +14,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from uuid import uuid4
 
 from crucible.agents.base import Agent
+from crucible.engine.job_records import (
+    cancelled_result,
+    failed_while_cancelling,
+    unrecorded_result,
+)
 from crucible.engine.scheduler import Scheduler, backoff_delay
 from crucible.engine.spec import TrialPlan, build_spec, trial_name_for
 from crucible.engine.summary import summarize
@@ -25,6 +29,7 @@ from crucible.engine.trial import run_trial
 from crucible.errors import RETRYABLE, CrucibleError, ErrorKind
 from crucible.records.defaults import DEFAULT_GPU_CONCURRENCY, DEFAULT_MAX_RETRIES
 from crucible.records.job import JobConfig, JobSummary
+from crucible.records.live import CURRENT, LiveTrial, RetryBudget
 from crucible.records.trial import TrialResult, counted_as, utcnow
 from crucible.sandboxes.base import Provider, SandboxSpec
 from crucible.sandboxes.ratelimit import StartGate
@@ -100,6 +105,8 @@ class JobRunner:
         self.writer: BatchWriter | None = None
         self.start_gate: StartGate | None = None
         self.teardown: Teardown | None = None  # made by run(): sandboxes closed behind trials
+        self.live: dict[str, LiveTrial] = {}  # the trials running now (the progress line)
+        self._budgets: dict[str, RetryBudget] = {}  # model retries, over a trial's tries
 
     # -- planning ------------------------------------------------------------
     def plan(self) -> list[TrialPlan]:
@@ -194,7 +201,7 @@ class JobRunner:
             ]
             await asyncio.gather(*workers)
             for plan, _ in sched.drain():  # never started: cancelled, resumable
-                self._record(self._cancelled_result(plan))
+                self._record(cancelled_result(plan, self.agent))
             status = "cancelled" if self._cancelled else "completed"
         finally:
             await self.teardown.drain()  # no sandbox outlives the job
@@ -228,11 +235,11 @@ class JobRunner:
                 if not self._cancelled:
                     raise
                 # run_trial wrote a `cancelled` record before it let the cancellation through
-                self._record(self._read_result(plan) or self._cancelled_result(plan))
+                self._record(self._read_result(plan) or cancelled_result(plan, self.agent))
                 await sched.release(pool)
                 continue
             except Exception as exc:  # the trial could not run or write its record at all
-                result = self._unrecorded_result(plan, retries, exc)
+                result = unrecorded_result(plan, self.agent, retries, exc, self.log)
             finally:
                 self._running.discard(task)
             if self._should_retry(result, retries):
@@ -248,12 +255,21 @@ class JobRunner:
                     self.events.on_retry(plan, result, delay)
                 await sched.retry_later(pool, (plan, retries + 1), delay)
             elif self._cancelled and not result.graded:
-                self._record(self._failed_while_cancelling(result))
+                self._record(failed_while_cancelling(result, self.job_dir))
             else:
                 self._record(result)
             await sched.release(pool)
 
     async def _run_one(self, plan: TrialPlan, retries: int) -> TrialResult:
+        budget = self._budgets.setdefault(plan.trial_name, RetryBudget())
+        self.live[plan.trial_name] = live = LiveTrial(plan.trial_name, budget=budget)
+        CURRENT.set(live)  # this task's context: the trial's phases and model calls see it
+        try:
+            return await self._trial(plan, retries)
+        finally:
+            self.live.pop(plan.trial_name, None)
+
+    async def _trial(self, plan: TrialPlan, retries: int) -> TrialResult:
         return await run_trial(
             plan,
             provider=self.provider,
@@ -293,6 +309,9 @@ class JobRunner:
     def _should_retry(self, result: TrialResult, retries: int) -> bool:
         if result.graded or self._cancelled or retries >= self.options.max_retries:
             return False
+        budget = self._budgets.get(result.trial_name)
+        if result.outcome == ErrorKind.model_failed.value and budget and budget.spent:
+            return False  # its model calls' retries were the retries: one budget, spent
         return ErrorKind(result.outcome) in RETRYABLE
 
     def _read_result(self, plan: TrialPlan) -> TrialResult | None:
@@ -301,67 +320,6 @@ class JobRunner:
             return load_trial_result(path)  # the one tolerant reader: a bad record is none
         except BadRecord:
             return None
-
-    def _cancelled_result(self, plan: TrialPlan) -> TrialResult:
-        from crucible.records.trial import ErrorInfo
-
-        now = utcnow()
-        return TrialResult(
-            id="",
-            task_name=plan.task.name,
-            trial_name=plan.trial_name,
-            job_id=plan.job_id,
-            attempt=plan.attempt,
-            task_checksum=plan.task.digest,
-            agent_info=self.agent.info(),
-            outcome=ErrorKind.cancelled.value,
-            error=ErrorInfo(kind=ErrorKind.cancelled, type="Cancelled", message="not started"),
-            started_at=now,
-            finished_at=now,
-        )
-
-    def _unrecorded_result(self, plan: TrialPlan, retries: int, exc: Exception) -> TrialResult:
-        """A trial that raised out of run_trial (its folder cannot be made, say: a task
-        folder name near NAME_MAX, "__0" added) is crucible's failure, counted as such: one
-        trial never stops the job. It has no record on disk, so a resume runs it again."""
-        from crucible.records.text import storable_text
-        from crucible.records.trial import ErrorInfo
-
-        why = storable_text(f"the trial could not run or be recorded: {type(exc).__name__}: {exc}")
-        self.log.error(f"{plan.trial_name}: {why}"[:2000])
-        out = self._cancelled_result(plan)
-        return out.model_copy(
-            update={
-                "id": str(uuid4()),
-                "outcome": ErrorKind.sandbox_failed.value,
-                "retries": retries,
-                "error": ErrorInfo(
-                    kind=ErrorKind.sandbox_failed, type=type(exc).__name__, message=why[:2000]
-                ),
-            }
-        )
-
-    def _failed_while_cancelling(self, result: TrialResult) -> TrialResult:
-        """An error that ends a trial once a cancel is under way is the cancel's doing
-        (Ctrl-C in a terminal reaches the sandbox's processes too): the trial stays
-        resumable, with what happened kept in its message."""
-        from crucible.records.trial import ErrorInfo
-
-        why = f"{result.outcome}: {result.error.message}" if result.error else result.outcome
-        if result.outcome == ErrorKind.cancelled.value:
-            return result
-        out = result.model_copy(
-            update={
-                "outcome": ErrorKind.cancelled.value,
-                "error": ErrorInfo(
-                    kind=ErrorKind.cancelled,
-                    type="Cancelled",
-                    message=f"cancelled while running ({why})",
-                ),
-            }
-        )
-        write_json_atomic(self.job_dir / out.trial_name / "result.json", dump(out))
-        return out
 
     def _record(self, result: TrialResult) -> None:
         self.results[result.trial_name] = result

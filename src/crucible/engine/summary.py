@@ -36,6 +36,7 @@ def summarize(
     # A trial that broke its own grading counts as 0 (an agent cannot trade a 0
     # for a gap); infrastructure failures are left out, and counted.
     scored = [v for r in results if (v := r.counted_reward) is not None]
+    n_cancelled = outcomes.get("cancelled", 0)  # not finished: neither done nor left out
     mean = stats_mean(scored)  # rewards are in the task's range: this never overflows
     partial = [r for r in results if r.graded and r.not_fully_graded()]
     passk = pass_at_k_table([_attempt(r) for r in results], MetricOptions(threshold=threshold))
@@ -43,10 +44,11 @@ def summarize(
         job_id=job_id,
         status=status,
         n_trials=n_trials,
-        n_done=len(results),
+        n_done=len(results) - n_cancelled,
+        n_cancelled=n_cancelled,
         outcomes=dict(outcomes),
         mean_reward=mean,
-        n_excluded=len(results) - len(scored),
+        n_excluded=len(results) - n_cancelled - len(scored),
         pass_at_k=passk,
         n_retries=sum(r.retries for r in results),
         n_tampered=sum(1 for r in results if r.tampered),

@@ -36,13 +36,8 @@ from crucible.engine.spec import TrialPlan, build_spec
 from crucible.engine.step_grade import VerifierSandboxes
 from crucible.engine.steps import StepsRun
 from crucible.engine.teardown import Teardown
-from crucible.errors import (
-    Cancelled,
-    CrucibleError,
-    ErrorKind,
-    ResourcesUnavailable,
-    SandboxFailed,
-)
+from crucible.errors import Cancelled, CrucibleError, ErrorKind, ResourcesUnavailable, SandboxFailed
+from crucible.records.live import set_phase
 from crucible.records.trial import (
     AgentError,
     AgentResult,
@@ -87,6 +82,7 @@ class _Phase:
         self.name = name
         self.timing = TimingInfo(started_at=utcnow())
         log.info(f"{name}: started")
+        set_phase(name)  # for the progress line
 
     def done(self, note: str = "") -> TimingInfo:
         self.timing.finished_at = utcnow()

@@ -38,6 +38,7 @@ from crucible.llm.errors import (
     RequestRefused,
     ToolsUnsupported,
 )
+from crucible.records.live import trial_budget
 from crucible.records.text import storable
 from crucible.records.usage import Usage
 
@@ -305,28 +306,28 @@ class ModelClient:
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
     ) -> ChatReply:
         body = self._body(messages, tools)
-        last = ""
-        for attempt in range(self.config.max_retries + 1):
+        budget, n = trial_budget(self.config.max_retries + 1), 0  # the trial's tries share it
+        while not budget.spent:
             try:
                 reply = await self._attempt(body, with_tools=bool(tools))
-            except _UseMaxCompletionTokens as exc:
-                last = str(exc)
+            except _UseMaxCompletionTokens:
                 self._max_tokens_key = "max_completion_tokens"
                 body = self._body(messages, tools)
                 continue
             except _Retryable as exc:
-                last = str(exc)
-                if attempt >= self.config.max_retries:
+                n += 1
+                if budget.failed(str(exc)):  # spent: no more attempts
                     break
                 self.n_retries += 1
-                await asyncio.sleep(self._backoff(attempt, exc.retry_after))
+                await asyncio.sleep(self._backoff(budget.used - 1, exc.retry_after))
                 continue
-            reply.attempts = attempt + 1
+            reply.attempts = n + 1
+            budget.succeeded()
             self.n_calls += 1
             self.usage = self.usage + reply.usage
             return reply
         raise ModelFailed(
-            f"model endpoint failed after {self.config.max_retries + 1} attempts: {last}",
+            f"model endpoint failed after {budget.limit} attempts ({n} in this try): {budget.last}",
             hint=f"endpoint {self.config.url}, model {self.config.model}",
         )
 

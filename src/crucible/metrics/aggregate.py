@@ -17,6 +17,7 @@ from crucible.metrics.model import (
     PairedDifference,
     PassK,
     RewardStats,
+    StageNote,
     TaskMetrics,
     TrialRef,
 )
@@ -65,6 +66,8 @@ def score(r: Scored, key: str, options: MetricOptions) -> float | None:
         # A stored reward that is not finite is a bad record (the loaders skip it, with
         # a warning); one that still reaches here is left out, never summed into inf.
         return v if v is not None and math.isfinite(v) else None
+    if r.outcome == "cancelled":  # never finished (a resume runs it): not a 0, not a gap
+        return None
     if options.errors_as == "zero":
         return 0.0
     if options.errors_as == "blame":  # the attempt's own failures are a 0, infra is a gap
@@ -241,7 +244,7 @@ def group_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> Gro
         keys = [primary, *(k for k in keys if k != primary)]
     ckey = cluster_key(records, options)
     outcomes = Counter(r.outcome for r in records)
-    errors = {k: v for k, v in outcomes.items() if k != "graded"}
+    errors = {k: v for k, v in outcomes.items() if k not in ("graded", "cancelled")}
     n_errors = sum(errors.values())
     counts = _success_counts(records, primary, options)
     n_scored_primary = sum(n for n, _ in counts.values())
@@ -254,9 +257,8 @@ def group_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> Gro
         n_trials=len(records),
         n_graded=outcomes.get("graded", 0),
         n_scored=n_scored_primary,
-        n_excluded=sum(
-            1 for r in records if not r.graded and score(r, primary or "", options) is None
-        ),
+        n_excluded=sum(1 for r in records if _excluded(r, primary, options)),
+        n_cancelled=outcomes.get("cancelled", 0),
         n_tampered=sum(1 for r in records if r.tampered_paths),
         n_not_fully_graded=sum(1 for r in records if r.not_fully_graded),
         not_fully_graded=dict(
@@ -329,6 +331,7 @@ def task_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> list
                         if r.tampered_paths is not None
                         else None,
                         step_rewards=dict(r.step_rewards) if r.step_rewards is not None else None,
+                        stages=[StageNote(name=n, status=s, reason=x) for n, s, x in r.stages],
                     )
                     for r in rs
                 ],
@@ -390,3 +393,8 @@ def paired_difference(
         mean_b=mean([mb[t] for t in common]),
         difference=mean_se(diffs, "paired", options.confidence),
     )
+
+
+def _excluded(r: TrialRecord, primary: str | None, options: MetricOptions) -> bool:
+    """An error left out of the mean (a cancelled trial is neither scored nor excluded)."""
+    return not r.graded and r.outcome != "cancelled" and score(r, primary or "", options) is None

@@ -107,6 +107,7 @@ class GroupMetrics(BaseModel):
     n_graded: int = 0
     n_scored: int = 0  # trials that enter the means (graded, plus errors counted as 0)
     n_excluded: int = 0  # errors left out of the means (shown beside them)
+    n_cancelled: int = 0  # stopped by a cancel: not finished, neither an error nor a 0
     n_tampered: int = 0  # trials that changed code grading runs (TrialResult.tampered)
     # graded trials a declared gate or veto did not grade (no judge configured), by reason
     n_not_fully_graded: int = 0
@@ -134,6 +135,14 @@ class GroupMetrics(BaseModel):
         return None
 
 
+class StageNote(BaseModel):
+    """One verifier stage of a trial: its status (passed, failed, vetoed, ...) and why."""
+
+    name: str
+    status: str
+    reason: str = ""
+
+
 class TrialRef(BaseModel):
     trial_name: str
     folder: str | None = None
@@ -147,6 +156,7 @@ class TrialRef(BaseModel):
     error: str | None = None
     tampered_paths: list[str] | None = None
     step_rewards: dict[str, float | None] | None = None  # a multi-step trial's, by step
+    stages: list[StageNote] = Field(default_factory=list)  # each verifier stage, in order
 
 
 class TaskMetrics(BaseModel):

@@ -61,6 +61,8 @@ class TrialRecord:
     step_rewards: Mapping[str, float | None] | None = None
     # What declared grading did not run (TrialResult.not_fully_graded): empty when all did.
     not_fully_graded: tuple[str, ...] = ()
+    # Each verifier stage as (name, status, reason): why a stage zeroed or stopped it.
+    stages: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def graded(self) -> bool:
@@ -109,6 +111,9 @@ def record_from_result(
         tampered_paths=None if (t := r.tampered_list()) is None else tuple(t),
         step_rewards=_step_rewards(r),
         not_fully_graded=tuple(r.not_fully_graded()) if r.graded else (),
+        stages=tuple((s.name, s.status, s.reason) for s in vr.stages)
+        if (vr := r.verifier_result)
+        else (),
         **_verifier_cost(r),
     )
 

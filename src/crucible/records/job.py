@@ -58,7 +58,8 @@ class JobSummary(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     n_trials: int = 0
-    n_done: int = 0
+    n_done: int = 0  # finished: graded or ended in an error (not the cancelled ones)
+    n_cancelled: int = 0  # stopped by a cancel: neither done nor left out; a resume runs them
     outcomes: dict[str, int] = Field(default_factory=dict)  # graded / error kinds
     # verifier_failed counts as 0; the other errors (infrastructure) are left out,
     # and n_excluded says how many were.

@@ -16,7 +16,9 @@ def fmt_mean_se(g: GroupMetrics) -> str:
     if rs is None or rs.mean is None:
         return "-"
     # Whatever is left out of a mean is shown beside it: a gap must never pass for nothing.
-    left_out = f" ({g.n_excluded} left out)" if g.n_excluded else ""
+    gaps = [f"{g.n_excluded} left out"] if g.n_excluded else []
+    gaps += [f"{g.n_cancelled} cancelled"] if g.n_cancelled else []
+    left_out = f" ({', '.join(gaps)})" if gaps else ""
     if rs.se is None:
         return fmt(rs.mean) + left_out
     return f"{fmt(rs.mean)} ± {fmt(rs.se)}{left_out}"

@@ -30,7 +30,8 @@ def max_k(jobs: Sequence[JobMetrics]) -> int:
 
 def results_rows(report: Report) -> tuple[Row, list[Row]]:
     k = max_k(report.jobs)
-    header = ["job", "agent / model", "tasks", "runs", "trials", "mean ± SE", "95% CI", "pass@1"]
+    header = ["job", "agent / model", "tasks", "runs", "trials", mean_header(report), "95% CI"]
+    header.append("pass@1")
     if k > 1:
         header += [f"pass@{k}", f"pass^{k}"]
     header += ["errors", "tokens/rollout", "cost/rollout"]
@@ -70,13 +71,20 @@ def results_rows(report: Report) -> tuple[Row, list[Row]]:
 
 
 def stage_components(jobs: Sequence[JobMetrics]) -> list[str]:
-    """Reward keys the verifier's host-side stages added ("<stage>.<component>")."""
+    """Every reward key but the primary one (a task's other keys, and the keys host-side
+    stages added, "<stage>.<component>"): a column of means each."""
     out: list[str] = []
     for j in jobs:
         for key in j.overall.rewards:
-            if "." in key and key != j.overall.primary and key not in out:
+            if key != j.overall.primary and key not in out:
                 out.append(key)
     return out
+
+
+def mean_header(report: Report) -> str:
+    """The means are of the primary reward key: the header says which."""
+    keys = list(dict.fromkeys(j.overall.primary for j in report.jobs if j.overall.primary))
+    return f"mean ± SE ({', '.join(keys)})" if keys else "mean ± SE"
 
 
 def _component_mean(g: GroupMetrics, key: str) -> str:
@@ -182,13 +190,21 @@ def reason_rows(report: Report) -> tuple[Row, list[Row]] | None:
                 )
                 first = tr.error.splitlines()[0] if tr.error else ""
                 reason = " | ".join(x for x in (first[:160], *tail) if x)
-                if not reason:
+                if not reason and not tr.stages:
                     continue
                 label = "reward 0" if tr.outcome == "graded" else tr.outcome
-                rows.append([j.name or j.job_id, tr.folder or tr.trial_name, label, reason])
+                name = tr.folder or tr.trial_name
+                if reason:
+                    rows.append([j.name or j.job_id, name, label, reason])
+                for st in tr.stages:  # a row per verifier stage: which one zeroed it, and why
+                    why = f"{st.status}: {st.reason[:300]}" if st.reason else st.status
+                    rows.append([j.name or j.job_id, name, f"stage {st.name}", why])
                 n += 1
     return (
-        (["job", "trial", "outcome", "why (error, else the verifier's last line)"], rows)
+        (
+            ["job", "trial", "outcome", "why (error, else the verifier's last line; each stage)"],
+            rows,
+        )
         if rows
         else None
     )

@@ -275,6 +275,11 @@ class ViewerAPI:
             "rewards": result.verifier_result.rewards
             if result and result.verifier_result
             else None,
+            # each verifier stage (the test script, host-side gates, scores and vetoes)
+            "stages": [
+                {"name": n, "status": st, "reason": why}
+                for n, st, why in (rec.stages if rec else ())
+            ],
             "duration_sec": rec.duration_sec if rec else None,
             "cost_usd": rec.cost_usd if rec else None,
             "timings": timings,

@@ -196,6 +196,7 @@ class Progress(BaseModel):
     total: int
     fraction: float | None
     in_progress: int | None = None  # trial folders without a final record, while running
+    cancelled: int = 0  # stopped by a cancel: not done (a resume runs them again)
 
 
 class JobDetail(JobIdentity):
@@ -247,7 +248,7 @@ def job_detail(jd: JobsDir, rec: JobRecord, *, verbose: bool = False) -> JobDeta
         retries += r["retries"] or 0
         if r["cost_usd"] is not None:
             cost = (cost or 0.0) + r["cost_usd"]
-        if r["outcome"] != "graded":
+        if r["outcome"] not in ("graded", "cancelled"):  # cancelled: counted in progress
             kind = r["error_kind"] or r["outcome"]
             g = errors.get(kind)
             if g is None:
@@ -273,6 +274,7 @@ def job_detail(jd: JobsDir, rec: JobRecord, *, verbose: bool = False) -> JobDeta
             total=total,
             fraction=round(st.n_done / total, 4) if total else None,
             in_progress=in_progress,
+            cancelled=st.n_cancelled,
         ),
         outcomes=dict(sorted(st.outcomes.items())),
         errors=dict(sorted(errors.items())),

@@ -104,7 +104,8 @@ class JobRecord:
 
 
 class TrialStats(BaseModel):
-    n_done: int = 0
+    n_done: int = 0  # finished: graded or ended in an error (cancelled trials are not)
+    n_cancelled: int = 0
     outcomes: dict[str, int] = Field(default_factory=dict)
     n_rewarded: int = 0
     reward_sum: float = 0.0
@@ -114,7 +115,10 @@ class TrialStats(BaseModel):
         return self.reward_sum / self.n_rewarded if self.n_rewarded else None
 
     def add(self, outcome: str, reward: float | None, count: int = 1) -> None:
-        self.n_done += count
+        if outcome == "cancelled":  # not finished: a resume runs it again
+            self.n_cancelled += count
+        else:
+            self.n_done += count
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + count
         if outcome == "graded" and reward is not None:
             self.n_rewarded += count
@@ -258,13 +262,10 @@ class JobsDir:
         if self.index is not None:
             for job_id, outcome, n, reward_sum, n_rewarded in self.index.outcome_totals():
                 st = stats.setdefault(job_id, TrialStats())
-                st.n_done += n
-                st.outcomes[outcome] = st.outcomes.get(outcome, 0) + n
+                st.add(outcome, None, n)
                 if outcome == "graded":
                     st.n_rewarded += n_rewarded
                     st.reward_sum += reward_sum or 0.0
-                elif counted_as(outcome) is not None:  # verifier_failed counts as 0
-                    st.n_rewarded += n
         for rec in self.records().values():
             if not rec.in_index:
                 stats[rec.job_id] = _stats_of(iter_trial_results(rec.path, self.skipped))

@@ -7,11 +7,14 @@ while true; do
     for req in "$spool"/in/*.req; do
         [ -e "$req" ] || continue
         id=$(basename "$req" .req)
-        # Write then rename, so a client never reads a half-written response.
         tr '[:lower:]' '[:upper:]' < "$req" > "$spool/out/$id.tmp"
-        mv "$spool/out/$id.tmp" "$spool/out/$id.resp"
+        # The bookkeeping first, the response last: a client returns as soon as the
+        # response appears, and the agent phase (every process of it, this service
+        # too) may end right then, so nothing may be left to do after it.
         rm -f "$req"
         echo "$id" >> "$spool/served.log"
+        # Write then rename, so a client never reads a half-written response.
+        mv "$spool/out/$id.tmp" "$spool/out/$id.resp"
     done
     sleep 0.1
 done

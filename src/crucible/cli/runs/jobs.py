@@ -134,6 +134,7 @@ def get_cmd(
     p = d.progress
     pct = f" ({p.fraction:.0%})" if p.fraction is not None else ""
     running = f", {p.in_progress} in progress" if p.in_progress else ""
+    running += f", {p.cancelled} cancelled" if p.cancelled else ""
     console.print(f"  agent {d.agent}  model {d.model or '-'}  env {d.env}", highlight=False)
     console.print(f"  progress {p.done}/{p.total}{pct}{running}", highlight=False)
     console.print(

@@ -235,6 +235,11 @@ function renderTrial(data, r) {
     err ? h("p", { class: "err", id: "trial-error" }, err) : null,
     (data.verifier_tail || []).length ? h("div", { id: "why" }, h("div", { class: "muted" }, "verifier output, last lines:"), h("pre", {}, data.verifier_tail.join("\n"))) : null,
     agentErr ? h("p", { class: "err" }, "agent: " + agentErr) : null,
+    h("h2", {}, "Verifier stages"),
+    (data.stages || []).length
+      ? table(["stage", "status", "why"], data.stages.map((s) => h("tr", { class: ["failed", "vetoed", "error"].includes(s.status) ? "err" : null },
+          h("td", {}, s.name), h("td", {}, s.status), h("td", {}, s.reason || ""))), { id: "stages" })
+      : h("p", { class: "muted", id: "stages" }, "no verifier stages recorded"),
     h("h2", {}, "Rewards"),
     rewards.length ? table(["key", "reward"], rewards, { id: "rewards" }) : h("p", { class: "muted", id: "rewards" }, "no reward"),
     h("h2", {}, "Timings"),

@@ -29,7 +29,7 @@ from crucible.sandboxes import gradekit
 from crucible.sandboxes.base import Provider, ProviderCapabilities, SandboxSpec
 from crucible.sandboxes.docker import hostblock
 from crucible.sandboxes.docker.build import ImageCache, spec_image_key
-from crucible.sandboxes.docker.client import EngineClient
+from crucible.sandboxes.docker.client import EngineClient, remove_container
 from crucible.sandboxes.docker.compose import ComposeStack, MainOptions, start_timeout
 from crucible.sandboxes.docker.exec import KEEPER_CMD, KIT_MOUNT
 from crucible.sandboxes.docker.sandbox import DockerSandbox, sdk, short
@@ -354,14 +354,11 @@ class DockerProvider(Provider):
         # A sandbox is a trial's: its main container with any compose sidecars and holder.
         trials: set[str] = set()
         for c in found:
-            try:
-                await self._call(api.remove_container, c["Id"], force=True, v=True)
-                trials.add((c.get("Labels") or {}).get(LABEL_TRIAL) or c["Id"])
-            except docker.errors.NotFound:
-                pass
+            try:  # one already being removed is waited for, so its network can go
+                if await remove_container(self._call, api, c["Id"]):
+                    trials.add((c.get("Labels") or {}).get(LABEL_TRIAL) or c["Id"])
             except docker.errors.APIError as e:
-                if "already in progress" not in str(e):
-                    raise SandboxFailed(f"could not remove container {c['Id'][:12]}: {e}") from e
+                raise SandboxFailed(f"could not remove container {c['Id'][:12]}: {e}") from e
         # A compose task's networks, once their containers are gone (part of those sandboxes).
         for net in await self._call(api.networks, filters={"label": label}):
             try:

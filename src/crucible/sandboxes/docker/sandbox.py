@@ -16,7 +16,7 @@ from typing import Any
 
 from crucible.errors import ProviderUnavailable, SandboxFailed
 from crucible.sandboxes.base import DEFAULT_OUTPUT_CAP, ExecResult, Sandbox, SandboxSpec
-from crucible.sandboxes.docker.client import Companions, EngineClient
+from crucible.sandboxes.docker.client import Companions, EngineClient, remove_container
 from crucible.sandboxes.docker.exec import KILL_SCRIPT, MARKER_VAR, OOM_COUNT_CMD, ExecStream
 from crucible.sandboxes.docker.grading import DockerGrading, ended
 from crucible.sandboxes.docker.hostblock import HostForwards
@@ -331,10 +331,8 @@ class DockerSandbox(HostForwards, DockerGrading, Sandbox):
         await self.close_forwards()
         api, docker = self._api, sdk()
         try:
-            if api is not None:
-                await self._engine.call(api.remove_container, self.id, force=True, v=True)
-        except docker.errors.NotFound:
-            pass
+            if api is not None:  # a removal already under way is waited for
+                await remove_container(self._engine.call, api, self.id)
         except (docker.errors.DockerException, OSError) as e:
             # `cleanup --job` catches what is left; closing never raises.
             log.warning("could not remove container %s: %s", self.name, short(e))
