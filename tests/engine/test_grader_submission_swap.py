@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from tests.helpers.attack_tasks import attack_task, attack_trial
 
 from crucible.tasks.models import Task
@@ -24,7 +23,6 @@ from crucible.tasks.models import Task
 SQUARES = Path(__file__).resolve().parents[1] / "verifiers" / "tasks" / "modal-squares"
 GOOD = (SQUARES / "solution" / "main.py").read_text()
 NO_GPU = GOOD.replace('gpu="A10G", ', "")
-ENVS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
 
 GATED = """[metadata.crucible]
 submission = ["/app/main.py"]
@@ -55,16 +53,10 @@ def gated_task(root: Path, program: str, hook: str | None) -> Task:
     return attack_task(root, solve=solve, test=TEST, toml=GATED, files=files)
 
 
-@pytest.fixture
-def env(request: pytest.FixtureRequest) -> str:
-    if request.param == "docker":
-        request.getfixturevalue("docker_engine")
-    return str(request.param)
-
-
-@pytest.mark.parametrize("env", ENVS, indirect=True)
-async def test_a_hook_run_by_the_tests_cannot_swap_the_submission(env: str, tmp_path: Path) -> None:
-    r = await attack_trial(env, gated_task(tmp_path / "t", NO_GPU, SWAP), tmp_path)
+async def test_a_hook_run_by_the_tests_cannot_swap_the_submission(
+    provider_env: str, tmp_path: Path
+) -> None:
+    r = await attack_trial(provider_env, gated_task(tmp_path / "t", NO_GPU, SWAP), tmp_path)
     assert r.outcome == "graded", r.error
     vr = r.verifier_result
     assert vr is not None and vr.script_rewards == {"reward": 1.0}  # the swap ran
@@ -78,12 +70,15 @@ async def test_a_hook_run_by_the_tests_cannot_swap_the_submission(env: str, tmp_
     assert vr.submission.files == ["/app/main.py"]
 
 
-@pytest.mark.parametrize("env", ENVS, indirect=True)
-async def test_the_controls_score_as_their_programs_do(env: str, tmp_path: Path) -> None:
+async def test_the_controls_score_as_their_programs_do(provider_env: str, tmp_path: Path) -> None:
     # Without the hook the failing program is 0; the passing one is 1 (the gate can pass).
-    bad = await attack_trial(env, gated_task(tmp_path / "bad", NO_GPU, None), tmp_path / "b")
+    bad = await attack_trial(
+        provider_env, gated_task(tmp_path / "bad", NO_GPU, None), tmp_path / "b"
+    )
     assert (bad.outcome, bad.reward) == ("graded", 0.0), bad.error
-    good = await attack_trial(env, gated_task(tmp_path / "good", GOOD, None), tmp_path / "g")
+    good = await attack_trial(
+        provider_env, gated_task(tmp_path / "good", GOOD, None), tmp_path / "g"
+    )
     assert (good.outcome, good.reward) == ("graded", 1.0), good.error
 
 
@@ -95,14 +90,13 @@ BREAKS = {
 }
 
 
-@pytest.mark.parametrize("env", ENVS, indirect=True)
 async def test_grading_broken_in_a_live_sandbox_is_the_one_step_attempts(
-    env: str, tmp_path: Path
+    provider_env: str, tmp_path: Path
 ) -> None:
     # The agent does the task (/app/ok), then breaks its own grading: counted 0, never
     # a sandbox_failed that a retry would trade for a fresh try.
-    task = attack_task(tmp_path / "t", solve=f"touch /app/ok; {BREAKS[env]}")
-    r = await attack_trial(env, task, tmp_path)
+    task = attack_task(tmp_path / "t", solve=f"touch /app/ok; {BREAKS[provider_env]}")
+    r = await attack_trial(provider_env, task, tmp_path)
     assert r.outcome == "verifier_failed", (r.outcome, r.error)
     assert r.error is not None and "grading failed in a live sandbox" in r.error.message
     assert r.reward is None and r.counted_reward == 0.0
