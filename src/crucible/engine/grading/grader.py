@@ -137,10 +137,10 @@ class Grader:
                 grade_in_place(sandbox, view, self.result, self.log, collect, self.tampered),
             )
 
-        def hold(graded: VerifierResult) -> None:
-            record.verifier_result = graded
+        def hold(verifier: VerifierResult) -> None:
+            record.verifier_result = verifier
 
-        graded = record_grade(
+        verifier = record_grade(
             res,
             verifier_dir,
             into / VERIFIER_DIR,  # crucible's own: never a folder the sandbox shares
@@ -150,10 +150,10 @@ class Grader:
             reward_range(view),
         )
         if submission is not None:
-            await self._stages(view, graded, submission)
-        return Graded(graded, mode, submission)
+            await self._stages(view, verifier, submission)
+        return Graded(verifier, mode, submission)
 
-    async def _stages(self, view: Task, graded: VerifierResult, submission: Submission) -> None:
+    async def _stages(self, view: Task, verifier: VerifierResult, submission: Submission) -> None:
         """The task's host-side stages (verifiers/pipeline.py) gate, score or veto the
         rewards just read, on the submission taken before grading. A stage that cannot
         run raises its error kind from here."""
@@ -161,7 +161,7 @@ class Grader:
         async def fetch(paths: list[str]) -> Submission:
             return submission
 
-        await run_pipeline(view, graded, fetch, self.log)
+        await run_pipeline(view, verifier, fetch, self.log)
 
     def _record(self, step: StepSection | None) -> TrialResult | StepResult:
         """Where this grading is recorded: the trial's record, or its step's (the last of
