@@ -1,6 +1,6 @@
 """Multi-step tasks graded per step in a separate verifier sandbox, and with the task's
 host-side stages after every step, on real local and docker sandboxes
-(engine/step_grade.py). The attacks: a step-1 agent that tampers with its own sandbox
+(engine/grading/grader.py). The attacks: a step-1 agent that tampers with its own sandbox
 cannot change what step 2's separate verifier sees; a step-2 submission that fails a
 contracts gate makes step 2's reward 0 with the stage's result in steps[1]."""
 
@@ -272,7 +272,7 @@ def test_tasks_check_no_longer_refuses_them(tmp_path: Path) -> None:
 
 
 def test_a_steps_verifier_follows_harbors_precedence(tmp_path: Path) -> None:
-    from crucible.engine.separate import verifier_spec
+    from crucible.engine.spec import verifier_spec
     from crucible.engine.steps import step_task
 
     task = two_step(

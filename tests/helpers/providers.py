@@ -11,6 +11,15 @@ from crucible.sandboxes.base import Provider
 BOTH = ["local", pytest.param("docker", marks=pytest.mark.docker)]
 
 
+@pytest.fixture(params=BOTH)
+def provider_env(request: pytest.FixtureRequest) -> str:
+    """ "local" or "docker" (the engine there first), one test each: for tests that make
+    their provider by name (tests/helpers/attack_tasks.attack_trial)."""
+    if request.param == "docker":
+        request.getfixturevalue("docker_engine")
+    return str(request.param)
+
+
 async def real_provider(request: pytest.FixtureRequest, *jobs: str) -> AsyncIterator[Provider]:
     """Yield the provider named by request.param; docker's `jobs` are cleaned up after."""
     if request.param == "local":

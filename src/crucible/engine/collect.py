@@ -5,7 +5,7 @@ The caller kills every sandbox process first (trial.py: agent -> kill_all ->
 Everything lands under <trial>/sandbox/ (store/layout.py), apart from what
 crucible writes. /logs/agent and /logs/artifacts share one budget and
 /logs/verifier has its own, so an agent cannot crowd the reward file out; a
-task's declared artifacts (engine/artifacts.py) have a third, larger one.
+task's declared artifacts (engine/grading/artifacts.py) have a third, larger one.
 Truncation and links are warned about in trial.log as they are met; the
 detail is in <trial>/sandbox/manifest.json, written once the trial's sandbox
 is gone (one file write per trial, not one per folder).

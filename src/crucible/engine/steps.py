@@ -3,9 +3,9 @@
 For each step: empty /tests and /logs/verifier where the previous step was graded in
 place -> stage steps/NAME/workdir/ into the workdir and run its setup.sh -> the step's
 healthcheck -> the agent phase with the step's instruction -> kill every process ->
-take the step's artifacts (and submission) and grade it with its own tests, in the
-agent's sandbox or in a separate verifier sandbox, then the task's host-side stages
-(engine/step_grade.py) -> check min_reward on the rewards after the stages: a step
+grade it as a one-step trial is graded (engine/grading/grader.py: the step's submission
+and artifacts taken, its own tests in the agent's sandbox or in a separate verifier
+sandbox, then the task's host-side stages) -> check min_reward on the rewards after the stages: a step
 below it (or without rewards) ends the trial's steps. The agent's sandbox lives until
 the last step is graded. The trial's rewards then come from the steps' by multi_step_reward_strategy
 (Harbor's: 'mean' per key over the graded steps, a missing key counting 0; 'final' the
@@ -28,10 +28,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from crucible.agents.base import Agent, AgentContext
-from crucible.engine.collect import TrialCollector
-from crucible.engine.grading import blamed
+from crucible.engine.grading.blame import blamed
+from crucible.engine.grading.grader import Grader
 from crucible.engine.healthcheck import run_healthcheck
-from crucible.engine.step_grade import StepGrader, VerifierSandboxes
 from crucible.errors import CrucibleError, SandboxFailed
 from crucible.records.trial import (
     AgentResult,
@@ -133,14 +132,13 @@ class StepsRun:
     trial_dir: Path
     log: FileLog
     result: TrialResult
-    collector: TrialCollector
-    verifiers: VerifierSandboxes
+    grader: Grader  # its collector takes each step's /logs/agent too
 
     async def run(self, sandbox: Sandbox) -> None:
         """Every step in order; the trial's verifier_result from their rewards."""
         done: list[StepResult] = []
         self.result.steps = done
-        grader = StepGrader(self.task, self.result, self.collector, self.log, self.verifiers)
+        grader = self.grader
         failed = False
         try:
             for index, step in enumerate(self.task.steps):
@@ -165,7 +163,7 @@ class StepsRun:
     async def _step(
         self,
         sandbox: Sandbox,
-        grader: StepGrader,
+        grader: Grader,
         index: int,
         step: StepSection,
         record: StepResult,
@@ -190,17 +188,18 @@ class StepsRun:
         record.agent_result = await self.run_agent(self.agent, ctx)
         record.agent_execution.finished_at = utcnow()
         await sandbox.kill_all()  # nothing may race the copy, nor outlive the phase
-        await self.collector.collect(sandbox, LOGS_AGENT, folder / "sandbox/logs/agent")
+        await self.grader.collector.collect(sandbox, LOGS_AGENT, folder / "sandbox/logs/agent")
 
         last = index == len(self.task.steps) - 1
-        rewards = await grader.grade(sandbox, step, task, folder, record, last=last)
+        record.verifier = TimingInfo(started_at=utcnow())
+        graded = await grader.grade(sandbox, task, into=folder, step=step, last=last)
+        record.verifier.finished_at = utcnow()
+        rewards = graded.rewards
         if step.min_reward is not None:  # on the rewards after the host-side stages
             record.passed_min_reward = meets(step.min_reward, rewards)
         self.log.info(f"step {step.name}: rewards {rewards}")
 
-    async def _ready(
-        self, sandbox: Sandbox, grader: StepGrader, task: Task, step: StepSection
-    ) -> None:
+    async def _ready(self, sandbox: Sandbox, grader: Grader, task: Task, step: StepSection) -> None:
         await grader.clear(sandbox)
         await self._setup(sandbox, task, step)
         await run_healthcheck(sandbox, step.healthcheck, self.log, cwd=task.workdir)

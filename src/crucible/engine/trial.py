@@ -1,12 +1,11 @@
 """The lifecycle of one trial, with Harbor's semantics.
 
-create sandbox -> agent under its timeout -> kill every agent process, reset
-/tests and the reward folder from the host side, copy tests in -> tests/test.sh
-under the verifier timeout -> reward.json | reward.txt -> tear down. Every way
-out is recorded as data in a TrialResult; only cancellation propagates (after
-the record is written).
-Grading and who is to blame when it breaks: engine/grading.py; declared artifacts
-and collect hooks: engine/artifacts.py; a separate verifier sandbox: engine/separate.py.
+create sandbox (engine/spec.py) -> agent under its timeout -> kill every agent
+process, collect /logs/agent -> grade (engine/grading/grader.py: the submission and
+artifacts taken, tests/test.sh in place or in a separate verifier sandbox, the reward
+read, the host-side stages) -> tear down. A multi-step task runs its steps
+(engine/steps.py), each graded by the same Grader. Every way out is recorded as data
+in a TrialResult; only cancellation propagates (after the record is written).
 """
 
 from __future__ import annotations
@@ -20,20 +19,11 @@ from pathlib import Path
 from uuid import uuid4
 
 from crucible.agents.base import Agent, AgentContext
-from crucible.engine.artifacts import Taken, hand_over
 from crucible.engine.collect import TrialCollector
-from crucible.engine.grading import (
-    blamed,
-    ended_by_attempt,
-    grade,
-    note_changes,
-    record_grade,
-    shielded,
-)
+from crucible.engine.grading.blame import ended_by_attempt, shielded
+from crucible.engine.grading.grader import Grader
 from crucible.engine.healthcheck import run_healthcheck
-from crucible.engine.separate import grade_separately, verifier_spec
-from crucible.engine.spec import TrialPlan, build_spec
-from crucible.engine.step_grade import VerifierSandboxes
+from crucible.engine.spec import TrialPlan, build_spec, create_sandbox
 from crucible.engine.steps import StepsRun
 from crucible.engine.teardown import Teardown
 from crucible.errors import Cancelled, CrucibleError, ErrorKind, ResourcesUnavailable, SandboxFailed
@@ -45,30 +35,12 @@ from crucible.records.trial import (
     ExceptionInfo,
     TimingInfo,
     TrialResult,
-    VerifierResult,
     utcnow,
 )
 from crucible.sandboxes.base import Provider, Sandbox
 from crucible.sandboxes.ratelimit import StartGate
-from crucible.store.layout import (
-    AGENT_DIR,
-    LOGS_AGENT,
-    LOGS_ARTIFACTS,
-    LOGS_VERIFIER,
-    VERIFIER_DIR,
-    storable_dump,
-    write_json_atomic,
-)
+from crucible.store.layout import AGENT_DIR, LOGS_AGENT, storable_dump, write_json_atomic
 from crucible.store.logs import TRIAL_LOG, FileLog
-from crucible.tasks.sections import VerifierMode
-from crucible.verifiers.pipeline import (
-    FetchSubmission,
-    has_stages,
-    reward_range,
-    run_pipeline,
-    submission_paths,
-)
-from crucible.verifiers.submission import Submission, collect_submission
 
 # Slack on top of the agent's own timeout before the trial stops waiting for it.
 AGENT_GRACE_SEC = 5.0
@@ -185,7 +157,6 @@ class _TrialRun:
     start_gate: StartGate | None = None
     phase: _Phase | None = None
     collector: TrialCollector | None = None
-    submission: Submission | None = None  # taken from the agent's sandbox (separate mode)
     agent_started: bool = False  # from here on, the sandbox's end may be the attempt's
     teardown: Teardown | None = None  # the job's: the sandbox is closed behind the trial
 
@@ -210,42 +181,36 @@ class _TrialRun:
 
     async def _attempt(self, sandbox: Sandbox) -> None:
         """The agent phase(s) and grading, in a sandbox whose environment is ready."""
-        if self.plan.task.steps:  # each step's agent phase and grade: engine/steps.py
-            self.collector = TrialCollector(self.trial_dir, self.log)
-            verifiers = VerifierSandboxes(
-                self.provider,
-                self.plan.job_id,
-                self.plan.trial_name,
-                self.env_params,
-                self.start_gate,
-                self.plan.tampered,
-            )
-            steps = StepsRun(
-                self.plan.task,
-                self.agent,
-                self._run_agent,
-                self.trial_dir,
-                self.log,
-                self.result,
-                self.collector,
-                verifiers,
-            )
+        task = self.plan.task
+        if task.steps:  # each step's agent phase and grade: engine/steps.py
+            steps = StepsRun(task, self.agent, self._run_agent, self.trial_dir, self.log,
+                             self.result, self._grader())  # fmt: skip
             self.phase = _Phase(self.log, "agent_execution")  # every step's, graded
             await steps.run(sandbox)
             self.result.agent_execution, self.phase = self.phase.done(), None
             return
         await self._agent(sandbox)
-        separate = self.plan.task.config.verifier_mode() == VerifierMode.separate
-        assert self.collector is not None  # made by the agent phase's collection
-        taken, changed = await hand_over(
-            sandbox, self.plan.task, self.collector, self.log, separate=separate
+        self.phase = _Phase(self.log, "verifier")
+        graded = await self._grader().grade(sandbox, task, into=self.trial_dir)
+        self.result.verifier = self.phase.done(f"rewards {graded.rewards}")
+        self.phase = None
+
+    def _grader(self) -> Grader:
+        if self.collector is None:
+            self.collector = TrialCollector(self.trial_dir, self.log)
+        plan = self.plan
+        return Grader(
+            plan.task,
+            self.result,
+            self.collector,
+            self.log,
+            self.provider,
+            plan.job_id,
+            plan.trial_name,
+            params=self.env_params,
+            gate=self.start_gate,
+            tampered=plan.tampered,
         )
-        if separate:  # nothing else needs the agent's sandbox: gone before grading
-            note_changes(self.result, changed, self.log, shared=False)
-            if has_stages(self.plan.task):  # the submission is the agent's: taken first
-                self.submission = await blamed(sandbox, self._submission(sandbox))
-            await shielded(sandbox.close())
-        await self._verify(sandbox, taken if separate else None)
 
     async def _run_agent(self, agent: Agent, ctx: AgentContext) -> AgentResult:
         self.agent_started = True
@@ -262,11 +227,9 @@ class _TrialRun:
                 f"{self.provider.name!r} offers {caps.gpus}",
                 hint="run GPU tasks on a provider with GPUs (e.g. --env modal)",
             )
-        if self.start_gate is None:
-            sandbox = await self.provider.create(spec)
-        else:  # the job's creation rate limit and cap on sandboxes still starting
-            async with self.start_gate.starting():
-                sandbox = await self.provider.create(spec)
+        sandbox = await create_sandbox(
+            self.provider, spec, self.start_gate, what="the agent's sandbox"
+        )
         try:  # before the agent: only the environment can fail it
             await run_healthcheck(
                 sandbox, task.config.environment.healthcheck, self.log, cwd=task.workdir
@@ -289,74 +252,10 @@ class _TrialRun:
         result.agent_result = await self._run_agent(self.agent, ctx)
         err = result.agent_result.error
         result.agent_execution = self.phase.done(f"agent error: {err.type}" if err else "")
-        await self._collect(sandbox, LOGS_AGENT)
-
-    async def _collect(self, sandbox: Sandbox, *folders: str) -> Path:
-        """Kill every process in the sandbox, then collect: nothing may race the copy."""
-        await sandbox.kill_all()
+        await sandbox.kill_all()  # nothing may race the copy
         if self.collector is None:
             self.collector = TrialCollector(self.trial_dir, self.log)
-        dirs = [await self.collector.collect(sandbox, src) for src in folders]
-        return dirs[0]
-
-    async def _submission(self, sandbox: Sandbox) -> Submission:
-        return await collect_submission(sandbox, submission_paths(self.plan.task), self.trial_dir)
-
-    def _fetch(self, sandbox: Sandbox) -> FetchSubmission:
-        """The stages' submission: taken before a separate verifier, else now."""
-
-        async def fetch(paths: list[str]) -> Submission:
-            if self.submission is not None:
-                return self.submission
-            return await blamed(sandbox, self._submission(sandbox))
-
-        return fetch
-
-    async def _verify(self, sandbox: Sandbox, taken: list[Taken] | None) -> None:
-        """Grade in the agent's sandbox, or (`taken` given) in a separate one."""
-        task, result = self.plan.task, self.result
-        self.phase = _Phase(self.log, "verifier")
-        if taken is None:
-            graded = blamed(
-                sandbox,
-                grade(
-                    sandbox,
-                    task,
-                    result,
-                    self.log,
-                    lambda: self._collect(sandbox, LOGS_VERIFIER, LOGS_ARTIFACTS),
-                    self.plan.tampered,
-                ),
-            )
-        else:
-            spec = verifier_spec(
-                task, job_id=self.plan.job_id, trial_id=self.plan.trial_name, params=self.env_params
-            )
-            graded = grade_separately(
-                task,
-                spec,
-                self.provider,
-                taken,
-                self.log,
-                lambda verifier: self._collect(verifier, LOGS_VERIFIER, LOGS_ARTIFACTS),
-                self.start_gate,
-            )
-        res, verifier_dir = await graded
-
-        def hold(record: VerifierResult) -> None:
-            result.verifier_result = record
-
-        own = self.trial_dir / VERIFIER_DIR  # crucible's; never shares a folder with the sandbox's
-        graded_record = record_grade(
-            res, verifier_dir, own, task.verifier_timeout_sec, self.log, hold, reward_range(task)
-        )
-        # -- host-side verifier stages (verifiers/pipeline.py): gate, score or veto the
-        # rewards just read. A stage that cannot run raises its error kind from here.
-        if has_stages(task):
-            await run_pipeline(task, graded_record, self._fetch(sandbox), self.log)
-        # -- end of host-side stages
-        result.verifier = self.phase.done(f"rewards {graded_record.rewards}")
-        self.phase = None
+        await self.collector.collect(sandbox, LOGS_AGENT)
 
 
 def _fail(

@@ -168,7 +168,7 @@ class Sandbox(abc.ABC):
         process exited or was killed from inside, it ran out of its own memory), or None
         when it was lost otherwise (the provider gone, closed by crucible) or the provider
         cannot tell. An attempt that can end its sandbox must not turn its 0 into an
-        excluded sandbox_failed (engine/grading.py `blamed`). Never raises."""
+        excluded sandbox_failed (engine/grading/blame.py `blamed`). Never raises."""
         return None
 
     async def system_changes(self) -> TamperRecord | None:

@@ -12,8 +12,10 @@ only regular files' bytes, within the artifacts' own caps. Each entry lands in
 <trial>/sandbox/artifacts/ at its destination, or at its sandbox path
 (/app/out.txt -> artifacts/app/out.txt); the first of two entries claiming one
 host path is kept. A multi-step trial takes them after every step, into
-<trial>/steps/NAME/sandbox/artifacts/. A separate verifier gets them back at their sandbox paths
-(`give`), and nothing else of the agent's sandbox.
+<trial>/steps/NAME/sandbox/artifacts/. A separate verifier gets them back at their sandbox
+paths (`give`), and nothing else of the agent's sandbox. The submission host-side stages
+judge is taken before any of this (engine/grading/grader.py): a hook is a command run in
+the agent's sandbox, and may run the agent's code.
 """
 
 from __future__ import annotations
@@ -169,21 +171,12 @@ def _place(got: Path, target: Path) -> str | None:
     return None
 
 
-async def hand_over(
-    sandbox: Sandbox,
-    task: Task,
-    collector: TrialCollector,
-    log: FileLog,
-    *,
-    separate: bool,
-    into: Path | None = None,
-) -> tuple[list[Taken], TamperRecord | None]:
-    """The end of an agent phase (every agent process killed): the artifacts (into `into`,
-    a step's folder, when given), and in separate mode what the attempt changed in the
-    system, read before the verifier starts."""
-    changed = await sandbox.system_changes() if separate else None
-    taken = await take_artifacts(sandbox, task, collector, log, with_logs=separate, into=into)
-    return taken, changed
+async def hand_over(sandbox: Sandbox, *, separate: bool) -> TamperRecord | None:
+    """The end of an agent phase: every agent process killed, and in separate mode what
+    the attempt changed in the system, read before anything of grading runs (in place,
+    grading reads it itself once the collect hooks are done: script.grade_in_place)."""
+    await sandbox.kill_all()
+    return await sandbox.system_changes() if separate else None
 
 
 async def give(sandbox: Sandbox, taken: list[Taken]) -> None:
