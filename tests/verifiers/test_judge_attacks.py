@@ -197,12 +197,12 @@ async def test_a_lone_surrogate_in_the_trace_is_escaped_and_judged(
         return submitted(tmp_path, PROPER)
 
     from crucible.store.logs import FileLog
-    from crucible.verifiers.pipeline import run_pipeline
+    from crucible.verifiers.pipeline import Pipeline
 
     v = VerifierResult(rewards={"reward": 1.0}, exit_code=0)
     log = FileLog(tmp_path / "trial.log")
     try:
-        await run_pipeline(task, v, fetch, log, trace=trace)
+        await Pipeline.for_task(task).run(v, fetch, log, trace=trace)
     finally:
         log.close()
     assert v.stages[-1].status == "vetoed" and v.rewards == {"reward": 0.0, "judge.pass": 0.0}

@@ -20,7 +20,7 @@ from crucible.sandboxes.local.provider import LocalProvider
 from crucible.store.logs import FileLog
 from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
-from crucible.verifiers.pipeline import declared, final_rewards, run_pipeline
+from crucible.verifiers.pipeline import Pipeline, declared, final_rewards
 from crucible.verifiers.stages.judge import PROMPT_SHA256, parse_verdict
 from crucible.verifiers.submission import Submission, declared_paths
 
@@ -66,7 +66,7 @@ async def pipeline(
     v = v or VerifierResult(rewards={"reward": reward}, exit_code=0)
     log = FileLog(tmp / "trial.log")
     try:
-        await run_pipeline(task, v, fetch, log)
+        await Pipeline.for_task(task).run(v, fetch, log)
     finally:
         log.close()
     return v

@@ -241,31 +241,3 @@ def final_rewards(script: dict[str, float], stages: list[StageResult]) -> dict[s
         if s.kind != "script":
             out.update({f"{s.name}.{k}": v for k, v in s.components.items()})
     return out
-
-
-# -- the functions grading called before Pipeline (thin wrappers, to be removed) ---------
-
-
-def has_stages(task: Task) -> bool:
-    return Pipeline.for_task(task).has_stages
-
-
-def reward_range(task: Task) -> tuple[float, float]:
-    """The [lo, hi] the test script's rewards must fall in (checked at launch)."""
-    return Pipeline.for_task(task).reward_range
-
-
-def submission_paths(task: Task) -> list[str]:
-    """The sandbox paths of the task's declared submission (what a stage's fetch gets)."""
-    return list(Pipeline.for_task(task).submission_paths)
-
-
-async def run_pipeline(
-    task: Task,
-    verifier: VerifierResult,
-    fetch: FetchSubmission,
-    log: FileLog,
-    *,
-    trace: str | None = None,
-) -> None:
-    await Pipeline.for_task(task).run(verifier, fetch, log, trace=trace)

@@ -42,7 +42,7 @@ from crucible.store.layout import LOGS_ARTIFACTS, LOGS_VERIFIER, VERIFIER_DIR, c
 from crucible.store.logs import FileLog
 from crucible.tasks.models import StepSection, Task
 from crucible.tasks.sections import VerifierMode
-from crucible.verifiers.pipeline import has_stages, reward_range, run_pipeline, submission_paths
+from crucible.verifiers.pipeline import Pipeline
 from crucible.verifiers.script import TESTS_DIR
 from crucible.verifiers.submission import Submission, collect_submission
 
@@ -103,10 +103,11 @@ class Grader:
         separate = mode == VerifierMode.separate
         record = self._record(step)
         record.verifier_environment_mode = mode.value
+        pipeline = Pipeline.for_task(view)  # its stages, read once (checked at launch)
         changed = await hand_over(sandbox, separate=separate)
         submission = None
-        if has_stages(view):  # the agent's work as it left it, before anything is graded
-            paths = submission_paths(view)
+        if pipeline.has_stages:  # the agent's work as it left it, before anything is graded
+            paths = list(pipeline.submission_paths)
             submission = await blamed(sandbox, collect_submission(sandbox, paths, into))
         taken = await take_artifacts(
             sandbox, view, self.collector, self.log, with_logs=separate, into=into
@@ -147,13 +148,15 @@ class Grader:
             view.verifier_timeout_sec,
             self.log,
             hold,
-            reward_range(view),
+            pipeline.reward_range,
         )
         if submission is not None:
-            await self._stages(view, verifier, submission)
+            await self._stages(pipeline, verifier, submission)
         return Graded(verifier, mode, submission)
 
-    async def _stages(self, view: Task, verifier: VerifierResult, submission: Submission) -> None:
+    async def _stages(
+        self, pipeline: Pipeline, verifier: VerifierResult, submission: Submission
+    ) -> None:
         """The task's host-side stages (verifiers/pipeline.py) gate, score or veto the
         rewards just read, on the submission taken before grading. A stage that cannot
         run raises its error kind from here."""
@@ -161,7 +164,7 @@ class Grader:
         async def fetch(paths: list[str]) -> Submission:
             return submission
 
-        await run_pipeline(view, verifier, fetch, self.log)
+        await pipeline.run(verifier, fetch, self.log)
 
     def _record(self, step: StepSection | None) -> TrialResult | StepResult:
         """Where this grading is recorded: the trial's record, or its step's (the last of

@@ -1,5 +1,5 @@
 """The first stage: the task's own tests/test.sh, run in the sandbox (verifiers/script.py,
-engine/grading.py). By the time host-side stages run it has given its rewards; this stage
+engine/grading/). By the time host-side stages run it has given its rewards; this stage
 records them as its components, as every stage records what it gave."""
 
 from __future__ import annotations
