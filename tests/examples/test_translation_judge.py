@@ -5,7 +5,8 @@ One job, oracle agent, over copies of three tasks:
 - svd-lowrank-gpu with a port that fools the trace: the GPU function is fanned out over
   every matrix, but its results are thrown away and the printed ones come from
   `low_rank.local`. Test script, contracts gate and io gate all pass (the trace shows the
-  GPU function got every input); only the judge, reading the code beside the trace, can
+  GPU function got every input; the trace is the dispatcher's and cannot see local calls);
+  only the judge, reading the code beside the trace, can
   tell. It vetoes: reward 0, with the reason in `crucible runs get --verbose`.
 - wl-dedup-starmap as shipped: the judge passes it, reward 1.0.
 - sklearn-cv-map with a partial fan-out: the io gate fails it on the trace, so the judge
@@ -46,12 +47,11 @@ def judge_reply(body: dict[str, Any]) -> Any:
     assert "## Task instruction" in prompt and "## Required Modal contracts" in prompt
     assert "### /app/main.py" in prompt and "## Runtime trace" in prompt
     if "low_rank" in prompt:
-        assert "app, fan_out, function, gpu, image_build, local_entrypoint" in prompt
-        # the code gives it away, and the trace agrees: as many local calls as remote inputs
+        # The trace is the dispatching side's (modalrt/broker.py): what crossed into
+        # containers, never the program's own calls; the code beside it gives it away.
+        assert "exercised: fan_out, function, gpu, image_build" in prompt
+        assert "low_rank (function): 3 inputs in containers (by call: map 3)" in prompt
         assert "low_rank.local(" in prompt
-        assert (
-            "low_rank (function): 3 inputs in containers (by call: map 3), 3 local calls" in prompt
-        )
         return text(json.dumps({"verdict": "veto", "reason": VETO}))
     assert "wl_hash.starmap(" in prompt and "fold_score" not in prompt
     return text(json.dumps({"verdict": "pass", "reason": PASS}))
