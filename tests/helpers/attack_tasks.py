@@ -7,6 +7,7 @@ tests/test.sh, on a real provider (local bubblewrap, or docker with the base ima
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -78,7 +79,9 @@ async def provider_for(env: str, job_id: str) -> AsyncIterator[Provider]:
 async def attack_trial(
     env: str, task: Task, tmp_path: Path, agent: Agent | None = None, attempt: int = 0
 ) -> TrialResult:
-    job_id = f"attack-{tmp_path.name}"[:60]
+    # Unique per call: a name shared with another run (tmp_path's own name is "0" or "1"
+    # in several tests) would let that run's leftover sweep remove this one's sandboxes.
+    job_id = f"attack-{tmp_path.name[:40]}-{secrets.token_hex(4)}"
     async with provider_for(env, job_id) as provider:
         return await run_trial(
             TrialPlan(task=task, attempt=attempt, job_id=job_id),
