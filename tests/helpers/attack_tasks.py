@@ -77,11 +77,16 @@ async def provider_for(env: str, job_id: str) -> AsyncIterator[Provider]:
 
 
 async def attack_trial(
-    env: str, task: Task, tmp_path: Path, agent: Agent | None = None, attempt: int = 0
+    env: str,
+    task: Task,
+    tmp_path: Path,
+    agent: Agent | None = None,
+    attempt: int = 0,
+    job_id: str | None = None,
 ) -> TrialResult:
     # Unique per call: a name shared with another run (tmp_path's own name is "0" or "1"
     # in several tests) would let that run's leftover sweep remove this one's sandboxes.
-    job_id = f"attack-{tmp_path.name[:40]}-{secrets.token_hex(4)}"
+    job_id = job_id or f"attack-{tmp_path.name[:40]}-{secrets.token_hex(4)}"
     async with provider_for(env, job_id) as provider:
         return await run_trial(
             TrialPlan(task=task, attempt=attempt, job_id=job_id),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ async def test_a_container_removed_from_outside_is_the_infrastructures(
     import docker
 
     client = docker.from_env()
-    job_id = f"attack-{tmp_path.name}"[:60]
+    job_id = f"attack-removed-{secrets.token_hex(4)}"
 
     def ours() -> list[Any]:
         return client.containers.list(filters={"label": f"crucible.job={job_id}"})
@@ -74,7 +75,7 @@ async def test_a_container_removed_from_outside_is_the_infrastructures(
 
     task = attack_task(tmp_path / "t", solve="touch /app/started; sleep 60")
     remover = asyncio.ensure_future(asyncio.to_thread(asyncio.run, remove_when_started()))
-    r = await attack_trial("docker", task, tmp_path)
+    r = await attack_trial("docker", task, tmp_path, job_id=job_id)
     await remover
     assert r.outcome == "sandbox_failed", (r.outcome, r.error)
 
