@@ -60,7 +60,15 @@ def test_the_service_publishes_its_response_last(tmp_path: Path) -> None:
             (spool / "in" / f"{rid}.tmp").rename(spool / "in" / f"{rid}.req")
             wait_until(lambda rid=rid: (spool / "out" / f"{rid}.resp").exists(), f"response {rid}")
         published = tmp_path / "published.txt"
-        lines = wait_until(lambda: published.exists() and published.read_text().splitlines(), "")
+        # The shim writes its line after the real mv: wait for both lines, not the first.
+        lines = wait_until(
+            lambda: (
+                published.exists()
+                and len(published.read_text().splitlines()) >= 2
+                and published.read_text().splitlines()
+            ),
+            "both responses recorded by the mv shim",
+        )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
