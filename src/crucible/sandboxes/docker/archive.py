@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import logging
 import posixpath
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,41 +82,38 @@ class ArchiveFiles:
         No trailing "/.": a `src` that is itself a link arrives as one link
         member and is recorded, not followed into wherever it points.
         """
-        for attempt in range(STREAM_TRIES):
+
+        async def folder() -> Any:
             chunks, st = await self._get(self._abs(src), shown=src, with_stat=True)
             if not (st or {}).get("mode", 0) & (_GO_MODE_DIR | _GO_MODE_SYMLINK):
                 close = getattr(chunks, "close", None)
                 if close is not None:
                     close()
                 raise FileNotFoundError(errno.ENOTDIR, "not a directory in the sandbox", src)
-            if await self._call(collect_tar, chunks, sink, strip=1) or not self._again(
-                attempt, src, sink
-            ):
-                return
+            return chunks
+
+        await self._read_into(folder, src, sink, strip=1)
 
     async def collect_entry_into(self, parent: str, name: str, sink: Sink) -> None:
         """One entry of `parent` (a file or a folder, a link recorded as a link) into the
         sink, whose `only` is `name`: the engine's tar of that entry alone, not of `parent`."""
         path = posixpath.join(self._abs(parent), name)
-        for attempt in range(STREAM_TRIES):
-            chunks = await self._get(path, shown=path)
-            if await self._call(collect_tar, chunks, sink, strip=0) or not self._again(
-                attempt, path, sink
-            ):
-                return
+        await self._read_into(lambda: self._get(path, shown=path), path, sink, strip=0)
 
-    def _again(self, attempt: int, what: str, sink: Sink) -> bool:
-        """After a broken stream: restart the sink for another read, unless this was the last."""
-        if attempt + 1 >= STREAM_TRIES:
-            return False
-        log.debug(
-            "archive of %s in %s broke off (%s): reading it again",
-            what,
-            self.name,
-            sink.record.error,
-        )
-        sink.restart()
-        return True
+    async def _read_into(
+        self, archive: Callable[[], Awaitable[Any]], what: str, sink: Sink, *, strip: int
+    ) -> None:
+        """Collect `archive()`'s stream; one that broke off is read again from the start
+        (the sink restarted), STREAM_TRIES times in all, before its break is recorded."""
+        for attempt in range(STREAM_TRIES):
+            if await self._call(collect_tar, await archive(), sink, strip=strip):
+                return
+            if attempt + 1 < STREAM_TRIES:
+                log.debug(
+                    "archive of %s in %s broke off (%s): reading it again",
+                    what, self.name, sink.record.error,
+                )  # fmt: skip
+                sink.restart()
 
     def _abs(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self.spec.workdir, path))
