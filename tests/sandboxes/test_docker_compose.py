@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import BASE_IMAGE
+from tests.helpers.host_service import HostService
 
 from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.docker.provider import DockerProvider
@@ -445,23 +446,14 @@ async def test_a_sidecar_cannot_reach_the_host(
     host service on docker0's address from its first instant (through its own bridge's
     gateway, which is the host). Before, sidecars got no prohibit routes at all and read
     it; now each starts on "none" and joins the network frozen until they are in."""
-    import asyncio
 
     from crucible.sandboxes.hostnet import host_ipv4
 
-    hits: list[str] = []
-
-    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        hits.append(str(writer.get_extra_info("peername")))
-        writer.write(b"host service\n")
-        await writer.drain()
-        writer.close()
-
+    service = HostService()
     host = "172.17.0.1"
     if host not in host_ipv4():
         pytest.skip("no default docker bridge on this host")
-    server = await asyncio.start_server(greet, host, 0)
-    port = server.sockets[0].getsockname()[1]
+    server, port = await service.listen(host)
     steal = (
         f"for ((i = 0; i < 3000; i++)); do if exec 3<>/dev/tcp/{host}/{port}; then"
         " head -n 1 <&3 > /tmp/stolen; break; fi; done 2>/dev/null;"
@@ -489,7 +481,7 @@ async def test_a_sidecar_cannot_reach_the_host(
             )
     finally:
         server.close()
-    assert r.stdout == "tried 3000\n" and hits == [], (hits, r.stdout)
+    assert r.stdout == "tried 3000\n" and service.hits == [], (service.hits, r.stdout)
 
 
 async def test_a_removal_already_in_progress_is_waited_for_and_leaves_nothing(

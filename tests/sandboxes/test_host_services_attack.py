@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from tests.conftest import BASE_IMAGE
 from tests.helpers.attack_tasks import attack_trial
+from tests.helpers.host_service import HostService
 
 from crucible.agents.oracle import OracleAgent
 from crucible.engine.spec import TrialPlan
@@ -234,11 +235,7 @@ async def test_a_host_address_made_while_a_container_runs_is_blocked_too(
     start; addrwatch.py blocks each new one as it appears)."""
     import docker
 
-    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(b"host service\n")
-        await writer.drain()
-        writer.close()
-
+    service = HostService()
     client = docker.from_env()
     net = None
     try:
@@ -247,7 +244,7 @@ async def test_a_host_address_made_while_a_container_runs_is_blocked_too(
             net.reload()
             gateway = net.attrs["IPAM"]["Config"][0]["Gateway"]
             # The bridge's gateway address appears on the host when the network is made.
-            server = await asyncio.start_server(greet, gateway, 0)
+            server, _ = await service.listen(gateway)
             port = server.sockets[0].getsockname()[1]
             try:
                 r = await sb.exec(
@@ -283,19 +280,11 @@ async def test_an_image_entrypoint_cannot_race_the_routes(
     ran on the bridge before the host's addresses were blocked, and its first tries
     reached a host service on the gateway (1 run in 2). Now the container starts on
     network "none" and joins the bridge frozen, until its routes are in."""
-    hits: list[str] = []
-
-    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        hits.append(str(writer.get_extra_info("peername")))
-        writer.write(b"host service\n")
-        await writer.drain()
-        writer.close()
-
+    service = HostService()
     gateway = "172.17.0.1"  # docker0's: the default bridge's gateway, an address of the host
     if gateway not in host_ipv4():
         pytest.skip("no default docker bridge on this host")
-    server = await asyncio.start_server(greet, gateway, 0)
-    port = server.sockets[0].getsockname()[1]
+    server, port = await service.listen(gateway)
     env = tmp_path / "env"
     env.mkdir()
     (env / "early.sh").write_text(EARLY)
@@ -315,4 +304,4 @@ async def test_an_image_entrypoint_cannot_race_the_routes(
             )
     finally:
         server.close()
-    assert r.stdout == "tried 20000\n" and hits == [], (hits, r.stdout)
+    assert r.stdout == "tried 20000\n" and service.hits == [], (service.hits, r.stdout)
