@@ -1,0 +1,217 @@
+"""A client of the grading service (`crucible serve`): grades and sessions over HTTP.
+
+Every adapter in trainers/ calls the service through this. Grading is idempotent by
+item id, so the client retries a request that failed in transport (the service never
+starts a second sandbox for an id it has seen), and it polls `pending` items until
+their `wait_s` is spent. The URL and token come from the arguments, or from
+CRUCIBLE_SERVE_URL and CRUCIBLE_SERVE_TOKEN (or a file named by CRUCIBLE_SERVE_TOKEN_FILE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from crucible.records.serve import (
+    ExecResponse,
+    GradeItem,
+    GradeRequest,
+    GradeResponse,
+    GradeResult,
+    GradeStatus,
+    SessionInfo,
+)
+
+URL_ENV = "CRUCIBLE_SERVE_URL"
+TOKEN_ENV = "CRUCIBLE_SERVE_TOKEN"
+TOKEN_FILE_ENV = "CRUCIBLE_SERVE_TOKEN_FILE"
+DEFAULT_WAIT_S = 600.0
+TRANSPORT_RETRIES = 5
+POLL_S = 0.5
+
+
+class ServiceError(RuntimeError):
+    """The service refused a request (4xx) or kept failing (5xx, transport)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _resolve(url: str | None, token: str | None) -> tuple[str, str]:
+    url = url or os.environ.get(URL_ENV)
+    if not url:
+        raise ServiceError(f"no service URL: pass url= or set {URL_ENV}")
+    if token is None:
+        token = os.environ.get(TOKEN_ENV)
+    if token is None and os.environ.get(TOKEN_FILE_ENV):
+        token = Path(os.environ[TOKEN_FILE_ENV]).read_text().strip()
+    if not token:
+        raise ServiceError(f"no token: pass token= or set {TOKEN_ENV} or {TOKEN_FILE_ENV}")
+    return url.rstrip("/"), token
+
+
+def _items(items: Iterable[GradeItem | Mapping[str, Any]]) -> list[GradeItem]:
+    return [i if isinstance(i, GradeItem) else GradeItem.model_validate(i) for i in items]
+
+
+def _check(resp: httpx.Response) -> httpx.Response:
+    if resp.status_code >= 400:
+        try:
+            detail = resp.json().get("detail", resp.text)
+        except ValueError:
+            detail = resp.text
+        raise ServiceError(f"{resp.status_code}: {str(detail)[:500]}", resp.status_code)
+    return resp
+
+
+class ServiceClient:
+    """Blocking client (what TRL's and verl's reward calls want)."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *,
+                 timeout_s: float = 30.0, verify: bool | str = True) -> None:  # fmt: skip
+        self.url, token = _resolve(url, token)
+        self._http = httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(timeout_s, read=None), verify=verify,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ServiceClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        for attempt in range(TRANSPORT_RETRIES + 1):
+            try:
+                resp = self._http.request(method, path, **kw)
+            except httpx.TransportError as exc:
+                if attempt == TRANSPORT_RETRIES:
+                    raise ServiceError(f"the service did not answer: {exc}") from exc
+            else:
+                if resp.status_code < 500 or attempt == TRANSPORT_RETRIES:
+                    return _check(resp)
+            time.sleep(min(8.0, 0.25 * 2**attempt))
+        raise AssertionError("unreachable")
+
+    def health(self) -> dict[str, Any]:
+        data: dict[str, Any] = self._send("GET", "/health").json()
+        return data
+
+    def grade(self, items: Iterable[GradeItem | Mapping[str, Any]],
+              wait_s: float = DEFAULT_WAIT_S) -> list[GradeResult]:  # fmt: skip
+        """Grade every item; results in input order. Items still `pending` after
+        `wait_s` come back pending."""
+        batch = _items(items)
+        deadline = time.monotonic() + wait_s
+        req = GradeRequest(items=batch, wait_s=wait_s)
+        body = self._send("POST", "/v1/grade", json=req.model_dump(mode="json")).json()
+        results = GradeResponse.model_validate(body).results
+        while True:
+            left = deadline - time.monotonic()
+            waiting = [i for i, r in enumerate(results) if r.status == GradeStatus.pending]
+            if not waiting or left <= 0:
+                return results
+            time.sleep(min(POLL_S, left))
+            for i in waiting:
+                got = self._send("GET", f"/v1/grade/{results[i].id}", params={"wait_s": 0})
+                results[i] = GradeResult.model_validate(got.json())
+
+    # -- sessions ----------------------------------------------------------------
+    def open_session(self, task: str, *, task_hash: str | None = None,
+                     idle_timeout_s: float | None = None) -> SessionInfo:  # fmt: skip
+        body: dict[str, Any] = {"task": {"id": task, "hash": task_hash}}
+        if idle_timeout_s is not None:
+            body["idle_timeout_s"] = idle_timeout_s
+        return SessionInfo.model_validate(self._send("POST", "/v1/sessions", json=body).json())
+
+    def exec(self, session: str, command: str | list[str], *, timeout_s: float = 60.0,
+             cwd: str | None = None, env: dict[str, str] | None = None,
+             input: str | None = None) -> ExecResponse:  # fmt: skip
+        body = {"command": command, "timeout_s": timeout_s, "cwd": cwd, "env": env or {},
+                "input": input}  # fmt: skip
+        got = self._send("POST", f"/v1/sessions/{session}/exec", json=body)
+        return ExecResponse.model_validate(got.json())
+
+    def upload(self, session: str, path: str, content: str | bytes, mode: int = 0o644) -> None:
+        import base64
+
+        if isinstance(content, bytes):
+            body = {"path": path, "content": base64.b64encode(content).decode(), "base64": True}
+        else:
+            body = {"path": path, "content": content}
+        self._send("POST", f"/v1/sessions/{session}/upload", json={**body, "mode": mode})
+
+    def download(self, session: str, path: str) -> bytes:
+        import base64
+
+        got = self._send("GET", f"/v1/sessions/{session}/download", params={"path": path}).json()
+        return base64.b64decode(got["content"]) if got.get("base64") else got["content"].encode()
+
+    def grade_session(self, session: str, grade_id: str | None = None) -> GradeResult:
+        got = self._send("POST", f"/v1/sessions/{session}/grade", json={"id": grade_id})
+        return GradeResult.model_validate(got.json())
+
+    def close_session(self, session: str) -> None:
+        self._send("DELETE", f"/v1/sessions/{session}")
+
+
+class AsyncServiceClient:
+    """Non-blocking client (slime's async rm, verifiers' rubric)."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *,
+                 timeout_s: float = 30.0, verify: bool | str = True) -> None:  # fmt: skip
+        self.url, token = _resolve(url, token)
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx.Timeout(timeout_s, read=None), verify=verify,
+        )  # fmt: skip
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncServiceClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        for attempt in range(TRANSPORT_RETRIES + 1):
+            try:
+                resp = await self._http.request(method, path, **kw)
+            except httpx.TransportError as exc:
+                if attempt == TRANSPORT_RETRIES:
+                    raise ServiceError(f"the service did not answer: {exc}") from exc
+            else:
+                if resp.status_code < 500 or attempt == TRANSPORT_RETRIES:
+                    return _check(resp)
+            await asyncio.sleep(min(8.0, 0.25 * 2**attempt))
+        raise AssertionError("unreachable")
+
+    async def grade(self, items: Iterable[GradeItem | Mapping[str, Any]],
+                    wait_s: float = DEFAULT_WAIT_S) -> list[GradeResult]:  # fmt: skip
+        batch = _items(items)
+        deadline = time.monotonic() + wait_s
+        req = GradeRequest(items=batch, wait_s=wait_s)
+        got = await self._send("POST", "/v1/grade", json=req.model_dump(mode="json"))
+        results = GradeResponse.model_validate(got.json()).results
+        while True:
+            left = deadline - time.monotonic()
+            waiting = [i for i, r in enumerate(results) if r.status == GradeStatus.pending]
+            if not waiting or left <= 0:
+                return results
+            await asyncio.sleep(min(POLL_S, left))
+            for i in waiting:
+                got = await self._send("GET", f"/v1/grade/{results[i].id}", params={"wait_s": 0})
+                results[i] = GradeResult.model_validate(got.json())
