@@ -6,10 +6,11 @@ import asyncio
 import json
 from pathlib import Path
 
+from tests.helpers.serving import HELLO, Serving, hello_item, write_task
+
 from crucible.records.serve import GradeResponse, GradeStatus
 from crucible.serve.store import GRADES_DIR
 from crucible.store.index import Index
-from tests.serve.conftest import HELLO, Serving, hello_item, write_task
 
 
 async def test_a_concurrent_batch_is_graded_in_input_order(tmp_path: Path, serving: Serving):
