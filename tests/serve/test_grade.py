@@ -34,9 +34,14 @@ async def test_a_concurrent_batch_is_graded_in_input_order(tmp_path: Path, servi
     try:
         row = index.get_job(job_id)
         assert row is not None and row["agent"] == "submission" and row["n_trials"] == 8
-        assert {t["trial_name"] for t in index.trials(job_id)} == trials
+        rows = index.trials(job_id)
+        assert {t["trial_name"] for t in rows} == trials
+        # Each grade of a task is another attempt of it: reports count every one.
+        assert sorted(t["attempt"] for t in rows) == list(range(8))
     finally:
         index.close()
+    cfg = json.loads((tmp_path / "jobs" / job_id / "job.json").read_text())
+    assert (cfg["agent"], cfg["attempts"]) == ("submission", 8)
 
 
 async def test_a_retried_request_starts_no_second_sandbox(tmp_path: Path, serving: Serving):

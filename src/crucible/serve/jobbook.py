@@ -60,9 +60,15 @@ class JobBook:
         self._writer.start()
         return resuming
 
-    def follow(self, n_grades: Callable[[], int]) -> None:
-        """Keep result.json and the job row current while the service runs."""
-        self._task = asyncio.create_task(self._follow(n_grades))
+    def follow(self, n_grades: Callable[[], int], attempts: Callable[[], int]) -> None:
+        """Keep result.json, the job row and job.json's `attempts` (the most grades of
+        one task, which reports plan by) current while the service runs."""
+        self._task = asyncio.create_task(self._follow(n_grades, attempts))
+
+    def set_attempts(self, attempts: int) -> None:
+        if attempts > self.cfg.attempts:
+            self.cfg.attempts = attempts
+            write_json_atomic(self.job_dir / "job.json", dump(self.cfg))
 
     def add(self, result: TrialResult) -> None:
         self.results[result.trial_name] = result
@@ -93,10 +99,11 @@ class JobBook:
         self._index.upsert_job(self.cfg, status=status, path=self.job_dir, pid=os.getpid(),
                                n_trials=n_grades)  # fmt: skip
 
-    async def _follow(self, n_grades: Callable[[], int]) -> None:
+    async def _follow(self, n_grades: Callable[[], int], attempts: Callable[[], int]) -> None:
         last = (-1, -1)
         while True:
             await asyncio.sleep(SUMMARY_INTERVAL_SEC)
+            self.set_attempts(attempts())
             now = (len(self.results), n_grades())
             if now != last:
                 last = now

@@ -106,6 +106,7 @@ class GradeService:
         self.metrics = Metrics()
         self.store = GradeStore(self.job_dir)
         self.records: dict[str, GradeRecord] = {}
+        self._attempts: dict[str, int] = {}  # the next attempt number of each task
         self.running: dict[str, asyncio.Task[GradeResult]] = {}
         self.book = JobBook(self.cfg, self.jobs_dir)
         self.ready = False
@@ -129,13 +130,15 @@ class GradeService:
             await self._remove_leftovers()
         self.provider.log_dir = self.job_dir
         self.records = {r.id: r for r in records}
+        for r in records:
+            self._attempts[r.task] = max(self._attempts.get(r.task, 0), r.attempt + 1)
         for rec in unfinished:
             self._launch(rec)
         self.log.info(
             f"serving job {self.cfg.job_id}: {len(self.by_name)} task(s), {len(finished)} "
             f"grade(s) answered from disk, {len(unfinished)} re-run; concurrency {self.limit}"
         )
-        self.book.follow(lambda: len(self.records))
+        self.book.follow(lambda: len(self.records), self._most_attempts)
         self.ready = True
 
     async def close(self) -> None:
@@ -151,9 +154,13 @@ class GradeService:
         if not self.book.open:  # never started
             return
         status = "cancelled" if cancelled or self._cancelled else "completed"
+        self.book.set_attempts(self._most_attempts())
         await self.book.close(status, len(self.records))
         self.log.info(f"service stopped: {len(self.book.results)} grade(s) recorded")
         self.log.close()
+
+    def _most_attempts(self) -> int:
+        return max(self._attempts.values(), default=1)
 
     async def cancel_running(self) -> int:
         """Stop taking grades and cancel the running ones: how many were cancelled."""
@@ -227,6 +234,8 @@ class GradeService:
                 f"pass the cap of {self.options.max_pending}: retry later",
             )
         for rec in new.values():  # recorded before its sandbox starts
+            rec.attempt = self._attempts.get(rec.task, 0)
+            self._attempts[rec.task] = rec.attempt + 1
             self.store.write(rec)
             self.records[rec.id] = rec
             self._launch(rec)
@@ -289,7 +298,7 @@ class GradeService:
 
     async def _grade(self, rec: GradeRecord) -> GradeResult:
         task = self.by_name[rec.task]
-        plan = GradePlan(task=task, attempt=0, job_id=self.cfg.job_id,
+        plan = GradePlan(task=task, attempt=rec.attempt, job_id=self.cfg.job_id,
                          tampered=self.cfg.tampered, name=rec.trial)  # fmt: skip
         retries = 0
         while True:
