@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.agents.submission import SubmissionAgent
+from crucible.engine.job import remove_leftovers
 from crucible.engine.scheduler import backoff_delay
 from crucible.engine.spec import TrialPlan
 from crucible.engine.teardown import Teardown
@@ -127,7 +128,7 @@ class GradeService:
         for note in bad:
             self.log.warning(f"grade record skipped: {note}")
         if resuming:
-            await self._remove_leftovers()
+            await remove_leftovers(self.provider, self.cfg.job_id, self.log)
         self.provider.log_dir = self.job_dir
         self.records = {r.id: r for r in records}
         for r in records:
@@ -171,15 +172,6 @@ class GradeService:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         return len(tasks)
-
-    async def _remove_leftovers(self) -> None:
-        try:
-            removed = await self.provider.cleanup(self.cfg.job_id)
-        except Exception as exc:  # best effort, as a resumed job's
-            self.log.warning(f"could not remove what an earlier run of this job left: {exc}")
-            return
-        if removed:
-            self.log.info(f"removed {removed} sandbox(es) an earlier run of this job left")
 
     # -- grades ------------------------------------------------------------------
     def submit(
