@@ -4,6 +4,7 @@ bodies, the bind rules, TLS and the docs. Each refusal starts nothing."""
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import subprocess
 from pathlib import Path
@@ -126,3 +127,15 @@ async def test_tls_and_a_token_file(tmp_path: Path, serving: Serving, tls_pair: 
                                      headers={"Authorization": f"Bearer {s.token}"}) as c:  # fmt: skip
             got = await c.post("/v1/grade", json={"items": [hello_item("tls1")]})
             assert got.status_code == 200 and got.json()["results"][0]["reward"] == 1.0
+
+
+def test_a_port_in_use_is_a_clear_error(tmp_path: Path):
+    task = write_task(tmp_path / "tasks", "hello")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = CliRunner().invoke(app, ["serve", str(task), "--port", str(port), "--jobs-dir",
+                                       str(tmp_path / "jobs"), "--json"])  # fmt: skip
+    assert res.exit_code == 1
+    assert "could not bind" in json.loads(res.stderr.strip().splitlines()[-1])["message"]
