@@ -154,3 +154,24 @@ def test_sigterm_mid_grade_stops_cleanly(tmp_path: Path, job: str):
     assert record["id"] == "s1" and record["result"] is None  # a restart runs it again
     summary = json.loads((jobs / job / "result.json").read_text())
     assert summary["status"] == "cancelled"
+
+
+async def test_a_grade_killed_after_its_trial_finished_is_not_run_again(
+    tmp_path: Path, serving: Serving
+):
+    hello = write_task(tmp_path / "tasks", "hello")
+    async with serving([hello], job="window") as s:
+        first = (await s.grade(hello_item("w1"))).json()["results"][0]
+        record = s.service.store.path("w1")
+    # As if killed between the trial's result.json and the grade's own record: the
+    # record still holds the submission and no result.
+    data = json.loads(record.read_text())
+    assert data["submission"] is None  # a finished grade keeps only its digest
+    data["result"] = None
+    data["submission"] = hello_item("w1")["submission"]
+    record.write_text(json.dumps(data))
+    async with serving([hello], job="window") as s:
+        again = (await s.grade(hello_item("w1"))).json()["results"][0]
+        assert s.creates == []  # the trial's own final record was taken
+        assert (again["status"], again["reward"], again["cached"]) == ("ok", 1.0, True)
+        assert again["trial"] == first["trial"]

@@ -41,6 +41,7 @@ from crucible.serve.metrics import Metrics
 from crucible.serve.outcome import grade_result
 from crucible.serve.store import GradeRecord, GradeStore, trial_name_for_grade
 from crucible.store.logs import JOB_LOG, FileLog
+from crucible.store.trial_load import BadRecord, load_trial_result
 from crucible.tasks.models import Task
 
 DEFAULT_MAX_PENDING = 10_000
@@ -119,6 +120,9 @@ class GradeService:
     async def start(self) -> None:
         """Write the job, reconcile what an earlier run left, re-run its unfinished grades."""
         records, bad = self.store.load_all()
+        for rec in records:  # killed between its trial's record and its own: done
+            if rec.result is None and (trial := self._final_trial(rec)) is not None:
+                self._finish(rec, trial)
         unfinished = [r for r in records if r.result is None and r.task in self.by_name]
         finished = {r.trial for r in records if r.result is not None}
         try:
@@ -294,6 +298,7 @@ class GradeService:
                          tampered=self.cfg.tampered, name=rec.trial)  # fmt: skip
         retries = 0
         while True:
+            assert rec.submission is not None  # an unfinished grade keeps it
             result = await self._trial(plan, SubmissionAgent(rec.submission), retries)
             if not self._should_retry(result, retries):
                 break
@@ -305,13 +310,27 @@ class GradeService:
                 f"retry {retries}/{self.options.max_retries} in {delay:.2f}s"
             )
             await asyncio.sleep(delay)
-        graded = grade_result(rec.id, result, trial=f"{self.cfg.job_id}/{rec.trial}",
-                              group_id=rec.group_id)  # fmt: skip
-        rec.result = graded
-        self.store.write(rec)
+        graded = self._finish(rec, result)
         self.book.add(result)
         self.metrics.graded(graded.status.value)
         return graded
+
+    def _finish(self, rec: GradeRecord, result: TrialResult) -> GradeResult:
+        rec.result = grade_result(rec.id, result, trial=f"{self.cfg.job_id}/{rec.trial}",
+                                  group_id=rec.group_id)  # fmt: skip
+        rec.submission = None  # the digest stays: the key needs no more
+        self.store.write(rec)
+        return rec.result
+
+    def _final_trial(self, rec: GradeRecord) -> TrialResult | None:
+        """The trial record of `rec` if it is final (graded, or failed past retrying)."""
+        try:
+            r = load_trial_result(self.job_dir / rec.trial / "result.json")
+        except (BadRecord, OSError):
+            return None
+        if r.outcome == ErrorKind.cancelled.value or self._should_retry(r, r.retries):
+            return None
+        return r
 
     async def _trial(self, plan: GradePlan, agent: SubmissionAgent, retries: int) -> TrialResult:
         self.metrics.queued += 1
