@@ -163,6 +163,8 @@ async def test_a_grade_killed_after_its_trial_finished_is_not_run_again(
     async with serving([hello], job="window") as s:
         first = (await s.grade(hello_item("w1"))).json()["results"][0]
         record = s.service.store.path("w1")
+        trial_record = s.service.job_dir / first["trial"].split("/")[1] / "result.json"
+        trial_text = trial_record.read_text()
     # As if killed between the trial's result.json and the grade's own record: the
     # record still holds the submission and no result.
     data = json.loads(record.read_text())
@@ -172,6 +174,9 @@ async def test_a_grade_killed_after_its_trial_finished_is_not_run_again(
     record.write_text(json.dumps(data))
     async with serving([hello], job="window") as s:
         again = (await s.grade(hello_item("w1"))).json()["results"][0]
-        assert s.creates == []  # the trial's own final record was taken
+        # The trial's own final record was taken: no trial ran (a re-run, started
+        # before this test's request, would have rewritten it).
+        assert s.service.metrics.trials_started == 0
+        assert trial_record.read_text() == trial_text
         assert (again["status"], again["reward"], again["cached"]) == ("ok", 1.0, True)
         assert again["trial"] == first["trial"]
