@@ -37,7 +37,7 @@ from crucible.records.trial import TrialResult
 from crucible.sandboxes.base import Provider
 from crucible.sandboxes.ratelimit import StartGate
 from crucible.serve.jobbook import JobBook, JobBusy
-from crucible.serve.metrics import Metrics
+from crucible.serve.metrics import CountingGate, Metrics
 from crucible.serve.outcome import grade_result
 from crucible.serve.store import GradeRecord, GradeStore, trial_name_for_grade
 from crucible.store.logs import JOB_LOG, FileLog
@@ -45,6 +45,7 @@ from crucible.store.trial_load import BadRecord, load_trial_result
 from crucible.tasks.models import Task
 
 DEFAULT_MAX_PENDING = 10_000
+UNPACED, UNCAPPED = 1e9, 1_000_000  # a start gate's rate and cap when none is asked for
 # What submit hands wait for an item: (id, cached) of a grade, or an answer already made.
 Ticket = tuple[str, bool] | GradeResult
 
@@ -101,11 +102,12 @@ class GradeService:
         self.limit = max(1, limit)
         self.slots = asyncio.Semaphore(self.limit)  # sandboxes held at once (sessions share it)
         o = self.options
-        self.start_gate: StartGate | None = None
-        if o.create_rate or o.max_starting:
-            self.start_gate = StartGate(o.create_rate or 1e6, o.max_starting or self.limit)
-        self.teardown = Teardown(self.limit)
         self.metrics = Metrics()
+        # Unpaced unless asked (as a job), but always there: it counts the creations.
+        self.start_gate: StartGate = CountingGate(
+            o.create_rate or UNPACED, o.max_starting or UNCAPPED, self.metrics
+        )
+        self.teardown = Teardown(self.limit)
         self.store = GradeStore(self.job_dir)
         self.records: dict[str, GradeRecord] = {}
         self._attempts: dict[str, int] = {}  # the next attempt number of each task
