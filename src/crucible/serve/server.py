@@ -26,8 +26,9 @@ from crucible.engine.request import RunRequest
 from crucible.errors import ExitCode
 from crucible.records.submission import TextSubmission
 from crucible.serve.app import create_app
+from crucible.serve.common import DEFAULT_MAX_PENDING, Refused, ServiceOptions
 from crucible.serve.limits import DEFAULT_MAX_BODY_MB
-from crucible.serve.service import DEFAULT_MAX_PENDING, GradeService, Refused, ServiceOptions
+from crucible.serve.service import GradeService
 from crucible.webauth.token import new_token, read_token_file
 
 # A ready server's facts: (url, token, job id, task names).
