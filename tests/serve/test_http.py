@@ -159,3 +159,13 @@ async def test_text_utf8_cannot_hold_is_refused_not_a_crash(tmp_path: Path, serv
         assert (r[0]["status"], r[0]["reward"]) == ("invalid", 0.0)
         assert (r[1]["status"], r[1]["reward"]) == ("ok", 1.0)
         assert len(s.creates) == 1
+
+
+def test_two_tasks_of_one_name_are_refused_at_start(tmp_path: Path):
+    a = write_task(tmp_path / "a", "hello")
+    b = write_task(tmp_path / "b", "hello", test="echo 0 > /logs/verifier/reward.txt\n")
+    res = CliRunner().invoke(app, ["serve", str(a), str(b), "--port", "0", "--jobs-dir",
+                                   str(tmp_path / "jobs")])  # fmt: skip
+    assert res.exit_code == 1
+    assert "duplicate task name 'hello'" in res.stderr
+    assert not (tmp_path / "jobs").exists()
