@@ -1,0 +1,1 @@
+"""The grading service (`crucible serve`): grades, sessions, warm pools."""
