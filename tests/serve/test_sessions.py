@@ -25,13 +25,18 @@ HELLO_TEST = (
 
 
 def session_task(
-    root: Path, *, test: str = HELLO_TEST, toml: str = "", name: str = "hello"
+    root: Path,
+    *,
+    test: str = HELLO_TEST,
+    toml: str = "",
+    name: str = "hello",
+    network: str = "no-network",
 ) -> Task:
     root = root / name
     root.mkdir(parents=True)
     (root / "task.toml").write_text(
         'schema_version = "1.1"\n[agent]\ntimeout_sec = 600\n[verifier]\ntimeout_sec = 60\n'
-        '[environment]\nnetwork_mode = "no-network"\n' + toml
+        '[environment]\nnetwork_mode = "' + network + '"\n' + toml
     )
     (root / "instruction.md").write_text("Write /app/hello.txt.\n")
     (root / "tests").mkdir()

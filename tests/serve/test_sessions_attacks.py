@@ -132,14 +132,7 @@ def test_download_reads_nothing_the_agent_could_not(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("network", ["no-network", "public"])
 def test_sandbox_cannot_reach_the_service(tmp_path: Path, network: str) -> None:
-    task = session_task(tmp_path, toml="").model_copy()
-    task = session_task(tmp_path / network, toml="")
-    (task.path / "task.toml").write_text(
-        (task.path / "task.toml").read_text().replace("no-network", network)
-    )
-    from crucible.tasks.loader import load_task
-
-    task = load_task(task.path)
+    task = session_task(tmp_path, network=network)
     with session_server(tmp_path / "srv", [task]) as srv, ServiceClient(srv.url, srv.token) as c:
         port = srv.url.rsplit(":", 1)[1]
         assert httpx.get(f"{srv.url}/v1/sessions/x").status_code == 401  # it listens, here
