@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.agents.base import Agent, AgentContext
-from crucible.engine.spec import TrialPlan, trial_name_for
+from crucible.engine.spec import TrialPlan, build_spec, trial_name_for
 from crucible.engine.trial import run_trial
 from crucible.errors import CrucibleError
 from crucible.records.serve import (
@@ -45,7 +45,7 @@ from crucible.records.serve import (
     UploadRequest,
 )
 from crucible.records.trial import AgentError, AgentResult, TrialResult
-from crucible.sandboxes.base import Provider, Sandbox
+from crucible.sandboxes.base import Provider, Sandbox, SandboxSpec
 from crucible.sandboxes.ratelimit import StartGate
 from crucible.serve import session_ops
 from crucible.serve.session_ops import SessionLimits, SessionRefused
@@ -180,6 +180,15 @@ class SessionManager:
         self.live: dict[str, Session] = {}
         self.finished: OrderedDict[str, Session] = OrderedDict()
         self.waiting = 0  # sessions waiting for a slot
+
+    def specs(self) -> list[SandboxSpec]:
+        """The sandbox each task's sessions ask for (a warm pool's prepare() takes them)."""
+        out = []
+        for task in self.tasks.values():
+            s = Session(id="", task=task, idle_timeout_s=self.idle_timeout_s)
+            plan = SessionPlan(task=task, attempt=0, job_id=self.job_id, name="warm")
+            out.append(build_spec(plan, SessionAgent(s, self), self.env_params))
+        return out
 
     # ---- lifecycle ----------------------------------------------------------------
 
