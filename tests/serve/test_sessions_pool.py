@@ -35,6 +35,10 @@ async def test_a_pooled_sandbox_is_handed_out_once_and_fresh() -> None:
     try:
         pool.warm(spec)
         await await_until(lambda: pool.ready(spec) == 2, "the pool to fill")
+        waiting = {b.spec.trial_id for q in pool._ready.values() for b in q}
+        assert len(waiting) == 2 and all(
+            t.startswith("warm-pool-") for t in waiting
+        )  # each its own
         for i in range(6):
             box = await pool.create(spec.model_copy(update={"trial_id": f"t{i}"}))
             assert all(box is not other for other in held)  # never one handed out before
