@@ -126,6 +126,12 @@ def test_download_reads_nothing_the_agent_could_not(tmp_path: Path) -> None:
             with pytest.raises(ServiceError) as refused:
                 c.download(s.id, path)
             assert refused.value.status in (403, 404, 422), path
+        # A file the agent user may not read (the local sandbox's init, mode 0111, owned
+        # by a uid not mapped inside): refused, as the agent's own read is.
+        assert c.exec(s.id, "cat /.crucible/init > /dev/null").exit_code != 0
+        with pytest.raises(ServiceError) as unreadable:
+            c.download(s.id, "/.crucible/init")
+        assert unreadable.value.status == 403
         # the agent itself sees no host path: the same read from inside fails
         assert c.exec(s.id, f"cat {secret}").exit_code != 0
 
