@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import ipaddress
 import signal
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,9 @@ class ServeOptions:
     insecure: bool = False
     max_body_mb: float = DEFAULT_MAX_BODY_MB
     max_pending: int = DEFAULT_MAX_PENDING
-    routers: list[APIRouter] = field(default_factory=list)
+    # Other parts' routes (sessions): each makes its routers from the started service.
+    routers: list[Callable[[GradeService], Iterable[APIRouter]]] = field(default_factory=list)
+    extra_metrics: list[Callable[[], str]] = field(default_factory=list)
 
 
 def is_loopback(host: str) -> bool:
@@ -107,13 +109,12 @@ async def plan_service(req: RunRequest, **kw: Any) -> LaunchPlan:
 
 class _Server(uvicorn.Server):
     """uvicorn, with the service's own stop on SIGTERM/SIGINT (uvicorn's would re-raise
-    the signal after it stops, before the sandboxes are closed)."""
+    the signal after it stops, before the sandboxes are closed); none in-process."""
 
-    on_stop: Callable[[], None] = staticmethod(lambda: None)
-
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config, on_signal: Callable[[], None] | None) -> None:
         super().__init__(config)
         self.up = asyncio.Event()  # set once bound (or once startup gave up)
+        self.on_signal = on_signal
 
     async def startup(self, sockets: list[Any] | None = None) -> None:
         try:
@@ -123,10 +124,13 @@ class _Server(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
+        if self.on_signal is None:
+            yield
+            return
         loop = asyncio.get_running_loop()
         sigs = (signal.SIGINT, signal.SIGTERM)
         for sig in sigs:
-            loop.add_signal_handler(sig, self.on_stop)
+            loop.add_signal_handler(sig, self.on_signal)
         try:
             yield
         finally:
@@ -134,38 +138,52 @@ class _Server(uvicorn.Server):
                 loop.remove_signal_handler(sig)
 
 
-async def serve(
-    req: RunRequest,
-    opts: ServeOptions,
-    *,
-    on_ready: OnReady,
-    on_invalid: Any = None,
-    extra_metrics: Iterable[Callable[[], str]] = (),
-) -> int:
-    check_bind(opts)
-    token = service_token(opts)
-    plan = await plan_service(req, on_invalid=on_invalid)
-    service = GradeService(
+@dataclass
+class Running:
+    """A started service: where it listens, its token, the service, and its stop."""
+
+    url: str
+    token: str
+    service: GradeService
+    plan: LaunchPlan
+    stop_requested: asyncio.Event
+
+
+def _service(plan: LaunchPlan, opts: ServeOptions) -> GradeService:
+    o = plan.options
+    return GradeService(
         plan.cfg,
         plan.tasks,
         plan.provider,
         plan.jobs_dir,
-        ServiceOptions(
-            max_retries=plan.options.max_retries,
-            trial_timeout_sec=plan.options.trial_timeout_sec,
-            create_rate=plan.options.create_rate,
-            max_starting=plan.options.max_starting,
-            max_pending=opts.max_pending,
-        ),
-    )
+        ServiceOptions(max_retries=o.max_retries, trial_timeout_sec=o.trial_timeout_sec,
+                       create_rate=o.create_rate, max_starting=o.max_starting,
+                       max_pending=opts.max_pending),
+    )  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def running_service(
+    req: RunRequest, opts: ServeOptions, *, on_invalid: Any = None, signals: bool = False
+) -> AsyncIterator[Running]:
+    """Plan, start and bind the service; on exit (or a signal, with `signals`), stop it:
+    running grades cancelled, connections closed, sandboxes and provider closed."""
+    check_bind(opts)
+    token = service_token(opts)
+    plan = await plan_service(req, on_invalid=on_invalid)
+    service = _service(plan, opts)
+    stop_requested = asyncio.Event()
+    server: _Server | None = None
+    run: asyncio.Task[None] | None = None
     try:
         try:
             await service.start()
         except Refused as exc:
             raise LaunchRefused(ExitCode.ERROR, "busy", exc.message) from exc
-        app = create_app(service, token, routers=opts.routers,
+        routers = [r for make in opts.routers for r in make(service)]
+        app = create_app(service, token, routers=routers,
                          max_body_bytes=int(opts.max_body_mb * 1024 * 1024),
-                         extra_metrics=extra_metrics)  # fmt: skip
+                         extra_metrics=opts.extra_metrics)  # fmt: skip
         config = uvicorn.Config(
             app,
             host=opts.host,
@@ -176,32 +194,37 @@ async def serve(
             timeout_graceful_shutdown=10,
             lifespan="off",
         )
-        server = _Server(config)
-        stopping: list[asyncio.Task[None]] = []
 
-        async def stop() -> None:
-            await service.cancel_running()
-            server.should_exit = True
-
-        def on_stop() -> None:
-            if stopping:  # a second signal: stop now
+        def on_signal() -> None:
+            if stop_requested.is_set() and server is not None:  # a second signal: now
                 server.force_exit = True
-                return
-            stopping.append(asyncio.ensure_future(stop()))
+            stop_requested.set()
 
-        server.on_stop = on_stop  # type: ignore[method-assign]
+        server = _Server(config, on_signal if signals else None)
         run = asyncio.create_task(server.serve())
         up = asyncio.create_task(server.up.wait())
         await asyncio.wait({run, up}, return_when=asyncio.FIRST_COMPLETED)
         up.cancel()
-        if server.started:
-            port = server.servers[0].sockets[0].getsockname()[1]
-            scheme = "https" if opts.tls_cert else "http"
-            host = f"[{opts.host}]" if ":" in opts.host else opts.host
-            on_ready(f"{scheme}://{host}:{port}", token, plan.cfg.job_id, sorted(service.by_name))
-        await run
-        await asyncio.gather(*stopping, return_exceptions=True)
+        if not server.started:
+            await run  # raises what stopped it (a port in use: SystemExit)
+            raise LaunchRefused(ExitCode.ERROR, "error", f"could not bind {opts.host}:{opts.port}")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        scheme = "https" if opts.tls_cert else "http"
+        host = f"[{opts.host}]" if ":" in opts.host else opts.host
+        yield Running(f"{scheme}://{host}:{port}", token, service, plan, stop_requested)
     finally:
+        await service.cancel_running()  # waiting requests answer `pending` at once
+        if server is not None and run is not None:
+            server.should_exit = True
+            await asyncio.gather(run, return_exceptions=True)
         await service.close()
         await plan.provider.aclose()
+
+
+async def serve(req: RunRequest, opts: ServeOptions, *, on_ready: OnReady,
+                on_invalid: Any = None) -> int:  # fmt: skip
+    """`crucible serve`: run until SIGTERM or SIGINT."""
+    async with running_service(req, opts, on_invalid=on_invalid, signals=True) as r:
+        on_ready(r.url, r.token, r.plan.cfg.job_id, sorted(r.service.by_name))
+        await r.stop_requested.wait()
     return 0

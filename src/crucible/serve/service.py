@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +112,7 @@ class GradeService:
         self.results: dict[str, TrialResult] = {}  # final trial records, for the summary
         self.ready = False
         self._cancelled = False
+        self.on_close: list[Callable[[], Awaitable[None]]] = []  # run by close(), in order
         self._index: Index | None = None
         self._writer: BatchWriter | None = None
         self._summary_task: asyncio.Task[None] | None = None
@@ -158,6 +159,11 @@ class GradeService:
         """Cancel the running grades (their records stay unfinished: a restart re-runs
         them), close every sandbox, write the job's summary."""
         cancelled = await self.cancel_running()
+        for hook in self.on_close:  # other parts' (sessions): their sandboxes closed
+            try:
+                await hook()
+            except Exception as exc:
+                self.log.warning(f"closing: {exc}")
         await self.teardown.drain()
         if self._summary_task is not None:
             self._summary_task.cancel()
