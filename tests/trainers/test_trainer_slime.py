@@ -15,11 +15,16 @@ import inspect
 from argparse import Namespace
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
-from tests.trainers.conftest import RIGHT_FILES, WRONG_FILES, Service
+import pytest
+from tests.helpers.session_server import session_server
+from tests.trainers.conftest import HELLO, RIGHT, RIGHT_FILES, WRONG_FILES, Service
 
+from crucible.tasks.loader import load_task
 from crucible.trainers import slime as adapter
+from crucible.trainers.client import AsyncServiceClient, ServiceError
 
 
 @dataclass
@@ -106,3 +111,32 @@ async def test_group_rm_in_order(served: Service) -> None:
     again = served.trials()
     await group_rm(_args(group_rm=True), group)
     assert served.trials() == again
+
+
+# -- the agent harness's sandbox, over a session -----------------------------------------
+async def test_sandbox_contract_over_a_session(tmp_path: Path) -> None:
+    """What slime's agent harness does with a Sandbox (slime/agent/sandbox.py): enter,
+    exec, write_file, read_file, exit; plus crucible's grade of what it left."""
+    with session_server(tmp_path, [load_task(HELLO)]) as srv:
+        client = AsyncServiceClient(srv.url, srv.token)
+        async with adapter.CrucibleSandbox("hello-file", client=client) as sb:
+            assert sb.sandbox_id and sb.workdir == "/app"
+            assert await sb.exec("echo hi; echo err >&2", timeout=30) == (0, "hi\n", "err\n")
+            code, _, _ = await sb.exec("exit 3")
+            assert code == 3
+            with pytest.raises(RuntimeError, match="exit=3"):
+                await sb.exec("exit 3", check=True)
+            await sb.write_file("/app/hello.txt", RIGHT)
+            assert await sb.read_file("/app/hello.txt") == RIGHT
+            src = tmp_path / "from-host.txt"
+            src.write_bytes(b"\x00bytes")
+            await sb.write_file("/app/host.bin", src)
+            assert await sb.exec("wc -c < /app/host.bin") == (0, "6\n", "")
+            assert await sb.read_file("/app/missing.txt") == ""
+            graded = await sb.grade()
+            assert graded.status.value == "ok" and graded.reward == 1.0
+            opened = sb.sandbox_id
+        with pytest.raises(ServiceError) as gone:  # closed on exit
+            await client.exec(opened, "true")
+        assert gone.value.status == 404
+        await client.aclose()
