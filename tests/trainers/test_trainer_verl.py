@@ -153,3 +153,12 @@ def test_unknown_task_is_loud(served: Service) -> None:
     with pytest.raises(ServiceError) as info:
         adapter.compute_score("crucible", "x", "no-such-task", {})
     assert info.value.status is not None and 400 <= info.value.status < 500
+
+
+def test_verl_row_names_the_task_both_ways() -> None:
+    row = {"prompt": [{"role": "user", "content": "Write it."}], "task_id": "hello-file",
+           "task_hash": "ab" * 32, "label": None, "metadata": {"category": "example"}}  # fmt: skip
+    got = adapter.verl_row(row, index=4)
+    assert got["prompt"] == row["prompt"] and got["data_source"] == "crucible"
+    assert got["reward_model"]["ground_truth"] == "hello-file"
+    assert got["extra_info"] == {"task_id": "hello-file", "task_hash": "ab" * 32, "index": 4}
