@@ -54,7 +54,8 @@ def proxy(service: Service, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CRUCIBLE_SERVE_TOKEN": service.token}
     cmd = [sys.executable, "-m", "crucible.trainers.openrlhf", "--port", "0",
            "--token-file", str(token_file), "--service-url", service.url,
-           "--submission", "files", "--unscorable-value", "-0.5"]  # fmt: skip
+           "--submission", "files", "--unscorable-value", "-0.5",
+           "--max-body-mb", "1"]  # fmt: skip
     with (root / "proxy.log").open("w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     try:
@@ -119,3 +120,20 @@ async def test_malformed_bodies_are_4xx(proxy: str) -> None:
 def test_refuses_a_public_bind_without_insecure() -> None:
     with pytest.raises(SystemExit):
         adapter.main(["--host", "0.0.0.0", "--service-url", "http://127.0.0.1:9"])
+
+
+async def test_oversized_and_undeclared_bodies_are_refused(service: Service, proxy: str) -> None:
+    before = set(service.trials())
+    big = {"query": [PROMPT + json.dumps({"/app/hello.txt": "x" * (2 << 20)})],
+           "prompts": [PROMPT], "labels": ["hello-file"]}  # fmt: skip
+    assert await status_of(proxy, big) == 413
+
+    async def chunks() -> Any:
+        yield json.dumps(
+            {"query": [RIGHT_Q], "prompts": [PROMPT], "labels": ["hello-file"]}
+        ).encode()
+
+    async with aiohttp.ClientSession() as session:  # chunked: no Content-Length
+        async with session.post(proxy, data=chunks()) as response:
+            assert response.status == 411
+    assert set(service.trials()) == before

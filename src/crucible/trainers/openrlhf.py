@@ -40,6 +40,7 @@ from crucible.webauth.token import check_token, new_token, read_token_file
 
 PATH = "/v1/openrlhf"
 MAX_BATCH = 1000
+MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_EOS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<eos>", "<|end|>")
 GradeFn = Callable[[list[GradeItem], float], Awaitable[list[GradeResult]]]
 
@@ -129,7 +130,31 @@ def shape(results: list[GradeResult], unscorable_value: float) -> dict[str, Any]
     return {"rewards": rewards, "scores": rewards, "extra_logs": flags}
 
 
-def proxy_app(client: AsyncServiceClient, token: str, **options: Any) -> FastAPI:
+class DeclaredBodyCap:
+    """ASGI: a body must declare its length (aiohttp's `json=` does), at most `max_bytes`;
+    411 or 413 before anything reads it."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("method") == "POST":
+            length = dict(scope.get("headers", [])).get(b"content-length", b"")
+            status = 411 if not length.isdigit() else 413 if int(length) > self.max_bytes else 0
+            if status:
+                body = b'{"detail": "the body must declare a length of at most %d bytes"}' % (
+                    self.max_bytes
+                )
+                headers = [(b"content-type", b"application/json"),
+                           (b"content-length", b"%d" % len(body))]  # fmt: skip
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def proxy_app(client: AsyncServiceClient, token: str, *, max_body_bytes: int = MAX_BODY_BYTES,
+              **options: Any) -> FastAPI:  # fmt: skip
     """A standalone app: OpenRLHF's endpoint in front of a running service."""
 
     async def grade(items: list[GradeItem], wait_s: float) -> list[GradeResult]:
@@ -140,6 +165,7 @@ def proxy_app(client: AsyncServiceClient, token: str, **options: Any) -> FastAPI
 
     app = FastAPI(title="crucible remote reward model for OpenRLHF")
     app.include_router(openrlhf_router(grade, [Depends(token_check(token))], **options))
+    app.add_middleware(DeclaredBodyCap, max_bytes=max_body_bytes)
     return app
 
 
@@ -153,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--unscorable-value", type=float, default=0.0)
     p.add_argument("--submission", choices=["text", "files", "patch"], default="text")
     p.add_argument("--wait-s", type=float, default=DEFAULT_WAIT_S)
+    p.add_argument("--max-body-mb", type=float, default=MAX_BODY_BYTES / 2**20)
     p.add_argument("--insecure", action="store_true", help="allow a non-loopback bind")
     a = p.parse_args(argv)
     if a.host not in ("127.0.0.1", "localhost", "::1") and not a.insecure:
@@ -160,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     token = read_token_file(a.token_file) if a.token_file else check_token(new_token())
     client = AsyncServiceClient(a.service_url)
     app = proxy_app(client, token, unscorable_value=a.unscorable_value,
-                    submission=a.submission, wait_s=a.wait_s)  # fmt: skip
+                    submission=a.submission, wait_s=a.wait_s,
+                    max_body_bytes=int(a.max_body_mb * 2**20))  # fmt: skip
     import uvicorn
 
     family, kind, proto, _, addr = socket.getaddrinfo(a.host, a.port, type=socket.SOCK_STREAM)[0]
