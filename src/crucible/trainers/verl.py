@@ -68,7 +68,7 @@ def to_score(result: GradeResult, unscorable_value: float = 0.0) -> dict[str, fl
 
 def _item(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any,
           submission: SubmissionMode, salt: str) -> GradeItem | GradeResult:  # fmt: skip
-    task = find_task(extra_info, ground_truth, data_source)
+    task = find_task(extra_info, ground_truth)  # data_source names a dataset, not a task
     meta = {"trainer": "verl", "data_source": str(data_source)[:200]}
     return prepare(task, solution_str, submission, salt, meta)
 
