@@ -4,6 +4,7 @@ bodies, the bind rules, TLS and the docs. Each refusal starts nothing."""
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import subprocess
 from pathlib import Path
@@ -35,7 +36,10 @@ async def test_the_token_is_required_everywhere_but_health(tmp_path: Path, servi
             health = await bare.get("/health")
             assert health.status_code == 200 and health.json()["status"] == "ok"
             assert (await bare.get("/docs")).status_code == 200
-            assert "/v1/grade" in (await bare.get("/openapi.json")).json()["paths"]
+            spec = (await bare.get("/openapi.json")).json()
+            body = spec["paths"]["/v1/grade"]["post"]["requestBody"]["content"]
+            assert body["application/json"]["schema"]["$ref"].endswith("/GradeRequest")
+            assert {"GradeRequest", "GradeItem", "TaskRef"} <= set(spec["components"]["schemas"])
         assert s.creates == []
         assert (await s.http.get("/metrics")).status_code == 200
 
@@ -64,9 +68,8 @@ async def test_bodies_and_batches_are_capped(tmp_path: Path, serving: Serving):
         assert (await s.http.post("/v1/grade", json={"items": []})).status_code == 422
         many = {"items": [{"id": str(i)} for i in range(MAX_ITEMS + 1)]}
         assert (await s.http.post("/v1/grade", json=many)).status_code == 422
-        bad_path = {"id": "p", "task": {"id": "hello"},
-                    "submission": {"type": "files", "files": {"relative": "x"}}}  # fmt: skip
-        assert (await s.grade(bad_path)).status_code == 422
+        bad_id = {"id": "", "task": {"id": "hello"}, "submission": {"type": "text", "text": ""}}
+        assert (await s.grade(bad_id)).status_code == 422
         # More new grades than the queue takes: 429, none of them started.
         resp = await s.grade(hello_item("q1"), hello_item("q2"), hello_item("q3"))
         assert resp.status_code == 429 and "cap of 2" in resp.json()["detail"]
@@ -124,3 +127,15 @@ async def test_tls_and_a_token_file(tmp_path: Path, serving: Serving, tls_pair: 
                                      headers={"Authorization": f"Bearer {s.token}"}) as c:  # fmt: skip
             got = await c.post("/v1/grade", json={"items": [hello_item("tls1")]})
             assert got.status_code == 200 and got.json()["results"][0]["reward"] == 1.0
+
+
+def test_a_port_in_use_is_a_clear_error(tmp_path: Path):
+    task = write_task(tmp_path / "tasks", "hello")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = CliRunner().invoke(app, ["serve", str(task), "--port", str(port), "--jobs-dir",
+                                       str(tmp_path / "jobs"), "--json"])  # fmt: skip
+    assert res.exit_code == 1
+    assert "could not bind" in json.loads(res.stderr.strip().splitlines()[-1])["message"]

@@ -119,6 +119,8 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[Any] | None = None) -> None:
         try:
             await super().startup(sockets)
+        except SystemExit:  # uvicorn's way out of a failed bind (it logged why)
+            self.should_exit = True
         finally:
             self.up.set()
 
@@ -205,9 +207,15 @@ async def running_service(
         up = asyncio.create_task(server.up.wait())
         await asyncio.wait({run, up}, return_when=asyncio.FIRST_COMPLETED)
         up.cancel()
-        if not server.started:
-            await run  # raises what stopped it (a port in use: SystemExit)
-            raise LaunchRefused(ExitCode.ERROR, "error", f"could not bind {opts.host}:{opts.port}")
+        if not server.started:  # uvicorn logged why (a port in use) and exits its task
+            await asyncio.gather(run, return_exceptions=True)
+            run = None
+            raise LaunchRefused(
+                ExitCode.ERROR,
+                "error",
+                f"could not bind {opts.host}:{opts.port}",
+                hint="is the port in use? --port 0 takes any free one",
+            )
         port = server.servers[0].sockets[0].getsockname()[1]
         scheme = "https" if opts.tls_cert else "http"
         host = f"[{opts.host}]" if ":" in opts.host else opts.host

@@ -40,7 +40,10 @@ class GradeRecord(BaseModel):
     task: str  # the task's name
     task_hash: str
     trial: str  # the trial folder's name in the job
-    submission: Submission
+    # The task's grades are its attempts, numbered as they come: reports count each one.
+    attempt: int = 0
+    # Kept until the grade is done (a restart re-runs it from here), then dropped.
+    submission: Submission | None
     group_id: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     created_at: str = Field(default_factory=lambda: utcnow().isoformat())
