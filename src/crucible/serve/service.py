@@ -25,17 +25,24 @@ from pathlib import Path
 from crucible.agents.submission import SubmissionAgent
 from crucible.engine.job import remove_leftovers
 from crucible.engine.scheduler import backoff_delay
-from crucible.engine.spec import TrialPlan
 from crucible.engine.teardown import Teardown
 from crucible.engine.trial import run_trial
 from crucible.errors import RETRYABLE, ErrorKind
-from crucible.records.defaults import DEFAULT_MAX_RETRIES
 from crucible.records.job import JobConfig
 from crucible.records.serve import GradeItem, GradeResult, GradeStatus
 from crucible.records.submission import submission_digest
 from crucible.records.trial import TrialResult
 from crucible.sandboxes.base import Provider
 from crucible.sandboxes.ratelimit import StartGate
+from crucible.serve.common import (
+    UNCAPPED,
+    UNPACED,
+    GradePlan,
+    Refused,
+    ServiceOptions,
+    Ticket,
+    check_storable,
+)
 from crucible.serve.jobbook import JobBook, JobBusy
 from crucible.serve.metrics import CountingGate, Metrics
 from crucible.serve.outcome import grade_result
@@ -43,42 +50,6 @@ from crucible.serve.store import GradeRecord, GradeStore, trial_name_for_grade
 from crucible.store.logs import JOB_LOG, FileLog
 from crucible.store.trial_load import BadRecord, load_trial_result
 from crucible.tasks.models import Task
-
-DEFAULT_MAX_PENDING = 10_000
-UNPACED, UNCAPPED = 1e9, 1_000_000  # a start gate's rate and cap when none is asked for
-# What submit hands wait for an item: (id, cached) of a grade, or an answer already made.
-Ticket = tuple[str, bool] | GradeResult
-
-
-class Refused(Exception):
-    """A request the service refuses as a whole, before anything starts (an HTTP 4xx)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-@dataclass(frozen=True)
-class GradePlan(TrialPlan):
-    """A trial named after its grade id (hashed), not after its task and attempt."""
-
-    name: str = ""
-
-    @property
-    def trial_name(self) -> str:
-        return self.name
-
-
-@dataclass
-class ServiceOptions:
-    max_retries: int = DEFAULT_MAX_RETRIES
-    retry_base_sec: float = 1.0
-    retry_cap_sec: float = 60.0
-    trial_timeout_sec: float | None = None
-    create_rate: float | None = None
-    max_starting: int | None = None
-    max_pending: int = DEFAULT_MAX_PENDING  # grades queued or running at once
 
 
 @dataclass
@@ -194,6 +165,7 @@ class GradeService:
         invalid: dict[str, GradeResult] = {}
         for i, item in enumerate(items):
             task = self._task_for(item)
+            check_storable(item)
             if i in malformed:
                 if item.id in self.records or item.id in new:
                     raise Refused(409, f"grade id {item.id!r} was already used for another "
@@ -289,8 +261,19 @@ class GradeService:
         self.running[rec.id] = task
         gid = rec.id
 
-        def done(_: asyncio.Task[GradeResult]) -> None:
+        def done(t: asyncio.Task[GradeResult]) -> None:
             self.running.pop(gid, None)
+            if t.cancelled() or t.exception() is None:
+                return
+            # Not the trial's failure (run_trial records those): the service's own, say a
+            # full disk. Answered unscorable now; the record on disk stays unfinished.
+            exc = t.exception()
+            self.log.error(f"grade {rec.trial}: {type(exc).__name__}: {exc}")
+            rec.result = GradeResult(
+                id=gid, status=GradeStatus.unscorable, task_hash=rec.task_hash,
+                trial=f"{self.cfg.job_id}/{rec.trial}", group_id=rec.group_id,
+                error=f"the service failed: {type(exc).__name__}: {exc}"[:1000],
+            )  # fmt: skip
 
         task.add_done_callback(done)
 
