@@ -10,6 +10,7 @@ aiohttp, JSON `{"query", "prompts", "labels"}`, no headers of its own, 180 s tim
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import subprocess
@@ -137,3 +138,19 @@ async def test_oversized_and_undeclared_bodies_are_refused(service: Service, pro
         async with session.post(proxy, data=chunks()) as response:
             assert response.status == 411
     assert set(service.trials()) == before
+
+
+async def test_reward_func_file_as_openrlhf_loads_it(served: Service) -> None:
+    """A remote_rm_url ending in .py: OpenRLHF imports the file by location, takes its
+    `reward_func` and runs it in a thread per chunk (agent.py `_fetch_rewards_via_func`)."""
+    path = ROOT / "examples" / "trainers" / "openrlhf_reward_func.py"
+    spec = importlib.util.spec_from_file_location("reward_func", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    chunks = [([RIGHT_Q], [PROMPT], ["hello-file"]), ([PROMPT + "{}"], [PROMPT], ["hello-file"]),
+              ([RIGHT_Q], [PROMPT], ["broken-build"])]  # fmt: skip
+    got = await asyncio.gather(*(asyncio.to_thread(module.reward_func, *c) for c in chunks))
+    assert [g["rewards"] for g in got] == [[1.0], [0.0], [0.0]]
+    assert [g["extra_logs"]["crucible_unscorable"] for g in got] == [[0.0], [0.0], [1.0]]
+    assert [g["extra_logs"]["crucible_invalid"] for g in got] == [[0.0], [1.0], [0.0]]

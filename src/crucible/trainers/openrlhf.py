@@ -35,7 +35,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crucible.records.serve import GradeItem, GradeResult, GradeStatus
 from crucible.trainers.client import DEFAULT_WAIT_S, AsyncServiceClient, ServiceError
-from crucible.trainers.common import SubmissionMode, find_task, grade_async, merge, prepare
+from crucible.trainers.common import (
+    SubmissionMode,
+    find_task,
+    grade_async,
+    grade_sync,
+    merge,
+    prepare,
+    sync_client,
+)
 from crucible.webauth.token import check_token, new_token, read_token_file
 
 PATH = "/v1/openrlhf"
@@ -98,24 +106,50 @@ def openrlhf_router(grade_fn: GradeFn, dependencies: Sequence[Any] = (), *,
 
     @router.post(path)
     async def remote_rm(body: RemoteRMRequest) -> dict[str, Any]:
-        n = len(body.query)
-        prompts: list[str | None] = list(body.prompts) if body.prompts else [None] * n
-        labels: list[Any] = body.labels or [None] * n
-        if len(prompts) != n or len(labels) != n:
-            raise HTTPException(422, "query, prompts and labels must have the same length")
-        prepared: list[GradeItem | GradeResult] = []
-        for query, prompt, label in zip(body.query, prompts, labels, strict=True):
-            try:
-                task = find_task(label)
-            except ValueError as exc:
-                raise HTTPException(422, str(exc)) from exc
-            text = response_text(query, prompt, eos)
-            prepared.append(prepare(task, text, submission, salt, {"trainer": "openrlhf"}))
+        try:
+            prepared = prepare_batch(body.query, body.prompts, body.labels, submission, salt, eos)
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from exc
         items = [p for p in prepared if isinstance(p, GradeItem)]
         results = merge(prepared, await grade_fn(items, wait_s) if items else [])
         return shape(results, unscorable_value)
 
     return router
+
+
+def prepare_batch(queries: Sequence[str], prompts: Sequence[str | None] | None,
+                  labels: Sequence[Any] | None, submission: SubmissionMode = "text",
+                  salt: str = "", eos: Sequence[str] = DEFAULT_EOS
+                  ) -> list[GradeItem | GradeResult]:  # fmt: skip
+    """OpenRLHF's three lists as grade items; ValueError on a length mismatch or a
+    label that names no task."""
+    n = len(queries)
+    ps: list[str | None] = list(prompts) if prompts else [None] * n
+    ls: list[Any] = list(labels) if labels else [None] * n
+    if len(ps) != n or len(ls) != n:
+        raise ValueError("query, prompts and labels must have the same length")
+    return [prepare(find_task(label), response_text(q, p, eos), submission, salt,
+                    {"trainer": "openrlhf"})
+            for q, p, label in zip(queries, ps, ls, strict=True)]  # fmt: skip
+
+
+RewardFunc = Callable[..., dict[str, Any]]
+
+
+def make_reward_func(*, unscorable_value: float = 0.0, submission: SubmissionMode = "text",
+                     wait_s: float = DEFAULT_WAIT_S, salt: str = "",
+                     eos: Sequence[str] = DEFAULT_EOS, url: str | None = None,
+                     token: str | None = None) -> RewardFunc:  # fmt: skip
+    """OpenRLHF's other remote_rm_url: a .py file whose `reward_func(queries, prompts,
+    labels)` it loads and runs in a thread (openrlhf/utils/agent.py
+    `_fetch_rewards_via_func`), answering the endpoint's shape; no proxy needed."""
+
+    def reward_func(queries: list[str], prompts: list[str], labels: list[Any],
+                    **kwargs: Any) -> dict[str, Any]:  # fmt: skip
+        prepared = prepare_batch(queries, prompts, labels, submission, salt, eos)
+        return shape(grade_sync(sync_client(url, token), prepared, wait_s), unscorable_value)
+
+    return reward_func
 
 
 def shape(results: list[GradeResult], unscorable_value: float) -> dict[str, Any]:
