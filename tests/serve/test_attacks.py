@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.engine.test_separate_verifier import TOML as SEPARATE
 from tests.helpers.serving import Served, Serving, hello_item, write_task
 
 FORGED = "1\n"
@@ -135,19 +136,6 @@ async def test_the_token_and_jobs_folder_are_not_visible_inside(
         assert "leak check done" in _test_output(s, result["trial"])
 
 
-SEPARATE = """schema_version = "1.1"
-artifacts = ["/app/answer.txt"]
-[agent]
-timeout_sec = 60
-[verifier]
-timeout_sec = 60
-environment_mode = "separate"
-[verifier.environment]
-docker_image = "debian:bookworm-slim"
-network_mode = "no-network"
-[environment]
-network_mode = "no-network"
-"""
 ANSWER_TEST = (
     'mkdir -p /logs/verifier; [ "$(cat /app/answer.txt 2>/dev/null)" = 42 ]'
     " && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
@@ -158,7 +146,7 @@ async def test_a_separate_verifier_grades_only_what_the_submission_handed_in(
     tmp_path: Path, serving: Serving
 ):
     task = write_task(tmp_path / "tasks", "sep", test=ANSWER_TEST)
-    (task / "task.toml").write_text(SEPARATE)
+    (task / "task.toml").write_text(SEPARATE)  # artifacts = ["/app/answer.txt"]
     async with serving([task]) as s:
         resp = await s.grade(
             _files("right", {"/app/answer.txt": "42"}, task="sep"),

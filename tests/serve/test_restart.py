@@ -65,6 +65,19 @@ def _started(proc: subprocess.Popen[str]) -> dict[str, Any]:
     return dict(json.loads(line))
 
 
+def _terminate(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM: the service stops cleanly, exit 0."""
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+
+
 @pytest.fixture
 def job() -> Iterator[str]:
     job_id = f"serve-kill9-{uuid.uuid4().hex[:8]}"
@@ -91,7 +104,7 @@ def test_kill_9_then_restart_answers_finished_ids_and_reruns_the_rest(tmp_path: 
         wait_until(lambda: hung_log.is_file() and "verifier: started" in hung_log.read_text(),
                    "the hung grade's test to be running")  # fmt: skip
     finally:
-        os.killpg(first.pid, signal.SIGKILL)
+        os.killpg(first.pid, signal.SIGKILL)  # even if it has exited: its group goes too
         first.communicate()
     done_result = (jobs / job / trial_name_for_grade("done") / "result.json").read_text()
     assert not (jobs / job / trial_name_for_grade("queued")).exists()  # never started
@@ -111,13 +124,9 @@ def test_kill_9_then_restart_answers_finished_ids_and_reruns_the_rest(tmp_path: 
             assert "time limit" in hung["error"]
             metrics = http.get("/metrics").text
             assert "crucible_serve_trials_started_total 2" in metrics  # `done` was not re-run
-        second.send_signal(signal.SIGTERM)
-        _, err = second.communicate(timeout=120)
-        assert second.returncode == 0, err
+        _terminate(second)
     finally:
-        if second.poll() is None:
-            os.killpg(second.pid, signal.SIGKILL)
-            second.communicate()
+        _kill(second)
     assert (jobs / job / trial_name_for_grade("done") / "result.json").read_text() == done_result
     log = (jobs / job / "job.log").read_text()
     assert "1 grade(s) answered from disk, 2 re-run" in log, log
@@ -142,13 +151,9 @@ def test_sigterm_mid_grade_stops_cleanly(tmp_path: Path, job: str):
         log = jobs / job / trial_name_for_grade("s1") / "trial.log"
         wait_until(lambda: log.is_file() and "verifier: started" in log.read_text(),
                    "the grade's test to be running")  # fmt: skip
-        served.send_signal(signal.SIGTERM)
-        _, err = served.communicate(timeout=120)
-        assert served.returncode == 0, err
+        _terminate(served)
     finally:
-        if served.poll() is None:
-            os.killpg(served.pid, signal.SIGKILL)
-            served.communicate()
+        _kill(served)
     assert _processes_of(job) == []  # the grade's sandbox was closed
     record = json.loads(next((jobs / job / ".grades").glob("*.json")).read_text())
     assert record["id"] == "s1" and record["result"] is None  # a restart runs it again
