@@ -1,8 +1,8 @@
 """Unified diffs parsed and applied in Python, so a patch submission applies on any image.
 
-Pure functions, no sandbox: `parse_patch` reads a diff into FilePatch records and
-`apply_hunks` applies one file's hunks to its text; agents/submission.py reads the
-files from the sandbox as the agent user and writes the results back.
+Pure functions, no sandbox: `parse_patch` reads a diff into FilePatch records,
+agents/patch_apply.py applies them to the files' texts, and agents/submission.py
+reads those files from the sandbox as the agent user and writes the results back.
 
 What is taken, as `git apply` and `patch -p1 --forward` (fuzz 0) take it:
 - git diffs (`diff --git`, extended headers, C-quoted names) and plain `diff -u`/`-ruN`
@@ -22,7 +22,6 @@ parts or a NUL, hunks that do not match or that end early.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -30,6 +29,10 @@ DEV_NULL = "/dev/null"
 MODES = {"100644": 0o644, "100755": 0o755}
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+_GIT_KEYS = (
+    *("old mode", "new mode", "deleted file mode", "new file mode", "rename from"),
+    *("rename to", "copy from", "copy to", "similarity index", "dissimilarity index"),
+)
 _NOT_MODES = {"120000": "a symbolic link", "160000": "a submodule", "040000": "a directory"}
 
 
@@ -66,7 +69,7 @@ def split_lines(text: str) -> list[str]:
     """Lines with their "\\n"; only "\\n" ends one (str.splitlines also splits at \\r and others)."""
     parts = text.split("\n")
     lines = [p + "\n" for p in parts[:-1]]
-    return lines + [parts[-1]] if parts[-1] else lines
+    return [*lines, parts[-1]] if parts[-1] else lines
 
 
 def check_relative(name: str) -> str:
@@ -87,7 +90,7 @@ def _strip(name: str) -> str:
     """-p1 after the checks: `a/x` -> `x`; a name with no folder to strip is refused."""
     if name.startswith("/"):
         raise PatchError(f"the path {name[:100]!r} is absolute; a patch names workdir files")
-    head, sep, rest = name.partition("/")
+    _, sep, rest = name.partition("/")
     if not sep or not rest:
         raise PatchError(f"{name[:100]!r} has no leading folder to strip (patches are taken -p1)")
     return check_relative(rest)
@@ -157,7 +160,9 @@ def _mode(value: str) -> int:
     if value in _NOT_MODES:
         raise PatchError(f"the patch makes {_NOT_MODES[value]} (mode {value}); that is refused")
     if value not in MODES:
-        raise PatchError(f"the file mode {value[:20]!r} is not one a patch may set (100644, 100755)")
+        raise PatchError(
+            f"the file mode {value[:20]!r} is not one a patch may set (100644, 100755)"
+        )
     return MODES[value]
 
 
@@ -269,13 +274,11 @@ def _git_section(lines: list[str], i: int) -> tuple[FilePatch, int]:
     line_name = lines[i][len("diff --git ") :]
     head: dict[str, str] = {}
     i += 1
-    keys = ("old mode", "new mode", "deleted file mode", "new file mode", "rename from")
-    keys += ("rename to", "copy from", "copy to", "similarity index", "dissimilarity index")
     while i < len(lines):
         line = lines[i]
         if line.startswith(("GIT binary patch", "Binary files ")):
             raise PatchError("binary patches are not taken; send the file as a files submission")
-        key = next((k for k in keys if line.startswith(k + " ")), None)
+        key = next((k for k in _GIT_KEYS if line.startswith(k + " ")), None)
         if key is not None:
             head[key] = line[len(key) + 1 :]
         elif not line.startswith("index "):
@@ -317,100 +320,3 @@ def _name(text: str) -> str:
     """A rename/copy header's name (git writes it without the a/ b/ prefix)."""
     name = _unquote(text)[0] if text.startswith('"') else text
     return check_relative(name)
-
-
-def apply_hunks(text: str, hunks: list[Hunk], where: str = "the file") -> str:
-    """`text` with each hunk applied in order (fuzz 0: the lines it replaces matched
-    exactly, at its line or the nearest offset, never before the previous hunk's end)."""
-    lines = split_lines(text)
-    out: list[str] = []
-    pos = 0
-    offset = 0
-    for n, hunk in enumerate(hunks, 1):
-        base = hunk.old_start - 1 if hunk.old else hunk.old_start
-        at = _locate(lines, hunk, base + offset, pos)
-        if at is None:
-            raise PatchError(
-                f"{where}: hunk {n} (at line {hunk.old_start}) does not match the file"
-            )
-        out += lines[pos:at]
-        out += hunk.new
-        pos = at + len(hunk.old)
-        offset = at - base
-    out += lines[pos:]
-    return "".join(out)
-
-
-def _locate(lines: list[str], hunk: Hunk, want: int, low: int) -> int | None:
-    size = len(hunk.old)
-    high = len(lines) - size
-    if hunk.lead < hunk.trail:  # fewer lines before than after its change: at the start
-        spots: Iterator[int] = iter([0])
-    elif hunk.trail < hunk.lead:  # and the other way: at the end
-        spots = iter([high])
-    else:
-        spots = _nearest(want, low, high)
-    old = list(hunk.old)
-    for at in spots:
-        if low <= at <= high and lines[at : at + size] == old:
-            return at
-    return None
-
-
-def _nearest(want: int, low: int, high: int) -> Iterator[int]:
-    """want, want-1, want+1, ... over [low, high]."""
-    for d in range(max(want - low, high - want, 0) + 1):
-        yield want - d
-        if d:
-            yield want + d
-
-
-@dataclass(frozen=True)
-class Outcome:
-    text: str | None  # the file's new content; None: removed
-    mode: int | None = None  # the mode to set, or None to leave it
-
-
-def touched(patches: list[FilePatch]) -> list[str]:
-    """Every path the patches read or write, in order, once each."""
-    names = (p for fp in patches for p in (fp.old_path, fp.new_path) if p is not None)
-    return list(dict.fromkeys(names))
-
-
-def apply_patch(patches: list[FilePatch], current: dict[str, str | None]) -> dict[str, Outcome]:
-    """What the patches make of the files in `current` (every touched path: its text, or
-    None where it does not exist): the paths they change, with their outcome. All or
-    nothing: a PatchError leaves nothing half-applied."""
-    state = dict(current)
-    modes: dict[str, int] = {}
-    for fp in patches:
-        if fp.old_path is None:
-            if state.get(fp.path) is not None:
-                raise PatchError(f"{fp.path}: the patch creates it, but it already exists")
-            text = apply_hunks("", fp.hunks, fp.path)
-        else:
-            source = state.get(fp.old_path)
-            if source is None:
-                raise PatchError(f"{fp.old_path}: no such file to patch")
-            text = apply_hunks(source, fp.hunks, fp.old_path)
-        if fp.new_path is None:
-            assert fp.old_path is not None
-            if text:
-                raise PatchError(f"{fp.old_path}: the patch deletes it but its lines differ")
-            state[fp.old_path] = None
-            modes.pop(fp.old_path, None)
-            continue
-        if fp.old_path is not None and fp.old_path != fp.new_path:
-            if state.get(fp.new_path) is not None:
-                raise PatchError(f"{fp.new_path}: the patch renames or copies onto it, but it exists")
-            if not fp.copy:
-                state[fp.old_path] = None
-                modes.pop(fp.old_path, None)
-        state[fp.new_path] = text
-        if fp.mode is not None:
-            modes[fp.new_path] = fp.mode
-    return {
-        path: Outcome(text, modes.get(path))
-        for path, text in state.items()
-        if text != current.get(path) or path in modes
-    }
