@@ -213,3 +213,33 @@ async def test_replacing_a_system_tool_gains_nothing(
     task = submission_task(tmp_path / "t", test=HONEST_TEST)
     r = await submit(provider_env, task, tmp_path, _files({target: WIN}))
     gained_nothing(r)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("attack", ["read a root-only file", "write a root-owned path"])
+async def test_a_submission_has_the_agent_users_rights_only(
+    tmp_path: Path, docker_engine: None, attack: str
+) -> None:
+    # [agent] user = nobody: a patch must not copy a root-only file's lines into the
+    # workdir (its read is the agent user's, and fails), nor write where nobody may not.
+    secret = "root-only\n"
+    task = submission_task(
+        tmp_path / "t",
+        agent_user="nobody",
+        seed={"/app/secret.txt": secret, "/app/mine.txt": "mine\n"},
+        then="chmod 600 /app/secret.txt && chmod 1777 /app && chown nobody /app/mine.txt",
+    )
+    if attack == "read a root-only file":
+        patch = f"--- a/secret.txt\n+++ b/secret.txt\n@@ -1 +1,2 @@\n {secret}+more\n"
+        sub: dict[str, object] = {"type": "patch", "patch": patch}
+    else:
+        sub = _files({"/app/mine.txt": "fine\n", "/etc/crucible-planted": WIN})
+    r = await submit("docker", task, tmp_path, sub)
+    gained_nothing(r)
+    assert agent_error(r) == INVALID
+    assert r.agent_result is not None and r.agent_result.error is not None
+    message = r.agent_result.error.message
+    assert (
+        "Permission denied" in message
+        and ("secret.txt" if "read" in attack else "/etc/") in message
+    )

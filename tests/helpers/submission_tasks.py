@@ -20,6 +20,7 @@ from tests.helpers.attack_tasks import HONEST_TEST, attack_task, attack_trial
 from crucible.agents.submission import SubmissionAgent
 from crucible.records.submission import SUBMISSION
 from crucible.records.trial import TrialResult
+from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
 
 # 1 only when the agent's file equals the test's own copy, byte for byte.
@@ -50,17 +51,27 @@ def submission_task(
     links: dict[str, str] | None = None,
     toml: str = "",
     files: dict[str, str] | None = None,
+    then: str = "",
+    agent_user: str | None = None,
 ) -> Task:
     """A task graded by `test` (HONEST_TEST: 1 only for /app/ok), or, with `expected`, by
-    EXPECTED_TEST on the file `check`. Its solution is never run."""
+    EXPECTED_TEST on the file `check`. `then`: a shell command run (as root) after the
+    seed is written; `agent_user`: the task's `[agent] user`. Its solution is never run."""
     extra = dict(files or {})
     if expected is not None:
         extra["tests/expected"] = expected
         test = f"CHECK={shlex.quote(check)}\n{EXPECTED_TEST}"
-    if seed or links:
-        command = json.dumps(seed_command(seed or {}, links))
+    if seed or links or then:
+        command = json.dumps(" && ".join(c for c in (seed_command(seed or {}, links), then) if c))
         toml += f"[environment.healthcheck]\ncommand = {command}\nretries = 1\n"
-    return attack_task(root, solve="exit 1", test=test, toml=toml, files=extra)
+    task = attack_task(root, solve="exit 1", test=test, toml=toml, files=extra)
+    if agent_user is None:
+        return task
+    config = root / "task.toml"
+    config.write_text(
+        config.read_text().replace("[agent]\n", f"[agent]\nuser = {json.dumps(agent_user)}\n", 1)
+    )
+    return load_task(root)
 
 
 async def submit(
