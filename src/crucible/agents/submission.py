@@ -57,6 +57,14 @@ MAX_READ_BYTES = MAX_SUBMISSION_BYTES  # the largest file a patch may change
 
 # Writes stdin to $1, its parents made first (a files submission: any absolute path).
 _WRITE_ANY = 'd=${1%/*}; mkdir -p -- "${d:-/}" && cat > "$1"'
+# Writes many small files in one exec: path, text, path, text, ... as arguments.
+_WRITE_MANY = (
+    'while [ "$#" -gt 1 ]; do d=${1%/*}; { [ -d "${d:-/}" ] || mkdir -p -- "$d"; } '
+    '&& printf %s "$2" > "$1" || { printf "%s\\n" "cannot write $1" >&2; exit 1; }; shift 2; done'
+)
+# What one exec's arguments may hold (under Linux's 128 KiB an argument, 2 MiB in all).
+SMALL_FILE_BYTES = 64 * 1024
+BATCH_BYTES = 512 * 1024
 # $1: the workdir, $2: a file under it. Its nearest existing folder must resolve inside
 # the workdir (no link leads out), the file itself must be no link: exit 4 or 5 if not.
 _INSIDE = """w=$(cd -P -- "$1" && pwd -P) || exit 9
@@ -135,6 +143,34 @@ class _Io:
         if not res.ok:
             raise Refused(f"cannot write {path[:200]!r} as the agent user: {_tail(res)}")
         self.log.append(f"wrote {path!r} ({len(text)} characters)")
+
+    async def write_files(self, files: dict[str, str]) -> None:
+        """Every file, small ones (no NUL) many to an exec as arguments, in order."""
+        batch: list[str] = []
+        size = 0
+        for path, text in files.items():
+            data = _utf8(text, path)
+            if len(data) > SMALL_FILE_BYTES or "\x00" in text:
+                await self._batch(batch)
+                batch, size = [], 0
+                await self.write_any(path, text)
+                continue
+            if size + len(data) + len(path) > BATCH_BYTES:
+                await self._batch(batch)
+                batch, size = [], 0
+            batch += [path, text]
+            size += len(data) + len(path.encode())
+        await self._batch(batch)
+
+    async def _batch(self, args: list[str]) -> None:
+        if not args:
+            return
+        res = await self.run(["sh", "-c", _WRITE_MANY, "sh", *args])
+        if not res.ok:
+            raise Refused(f"{_tail(res)} as the agent user")
+        self.log += [
+            f"wrote {p!r} ({len(t)} characters)" for p, t in zip(args[::2], args[1::2], strict=True)
+        ]
 
     async def read(self, rel: str) -> str | None:
         res = await self.run(
@@ -224,8 +260,7 @@ class SubmissionAgent(Agent):
         if isinstance(sub, TextSubmission):
             await io.write_any(answer_path(dict(ctx.task.metadata)), sub.text)
         elif isinstance(sub, FilesSubmission):
-            for path, text in sub.files.items():
-                await io.write_any(path, text)
+            await io.write_files(dict(sub.files))
         else:
             patches = parse_patch(sub.patch)
             if len(patches) > MAX_FILES:
