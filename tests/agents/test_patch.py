@@ -276,3 +276,19 @@ def test_what_does_not_fit_the_files_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(PatchError):
         apply_patch(two, {"ok": None, "x": "a\n"})
+
+
+def test_hunks_far_from_their_lines_are_placed_within_a_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = "".join(f"{n}\n" for n in range(100_000))
+    far = "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n 90000\n-90001\n+changed\n 90002\n"
+    assert applied(far, {"f": text})["f"] == text.replace("\n90001\n", "\nchanged\n")
+    # A start past any file's end is sought from the end, never counted up to.
+    huge = "--- a/f\n+++ b/f\n@@ -99999999999999999999,3 +1,3 @@\n 5\n-6\n+x\n 7\n"
+    assert applied(huge, {"f": text})["f"] == text.replace("\n6\n", "\nx\n")
+    with pytest.raises(PatchError, match="does not match"):
+        applied(huge.replace(" 7", " 8"), {"f": text})
+    monkeypatch.setattr("crucible.agents.patch_apply.MAX_PROBES", 10_000)
+    with pytest.raises(PatchError, match="too long to place"):
+        applied(far, {"f": text})

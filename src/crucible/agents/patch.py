@@ -128,7 +128,10 @@ def _is_epoch(stamp: str) -> bool:
     m = re.fullmatch(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(\d+))? ([+-]\d{4})", stamp.strip())
     if m is None or (m.group(2) or "0").strip("0"):
         return False
-    when = datetime.strptime(f"{m.group(1)} {m.group(3)}", "%Y-%m-%d %H:%M:%S %z")
+    try:
+        when = datetime.strptime(f"{m.group(1)} {m.group(3)}", "%Y-%m-%d %H:%M:%S %z")
+    except ValueError:  # no such date or zone: a name's stamp, not the epoch
+        return False
     return when.timestamp() == 0
 
 

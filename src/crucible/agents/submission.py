@@ -28,6 +28,7 @@ per step).
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
 import time
 from dataclasses import dataclass, field
@@ -262,10 +263,11 @@ class SubmissionAgent(Agent):
         elif isinstance(sub, FilesSubmission):
             await io.write_files(dict(sub.files))
         else:
-            patches = parse_patch(sub.patch)
+            # Parsed and applied off the event loop: a large patch is seconds of CPU.
+            patches = await asyncio.to_thread(parse_patch, sub.patch)
             if len(patches) > MAX_FILES:
                 raise Refused(f"the patch changes over {MAX_FILES} files")
             current = {rel: await io.read(rel) for rel in touched(patches)}
-            outcome = apply_patch(patches, current)
+            outcome = await asyncio.to_thread(apply_patch, patches, current)
             for rel, out in sorted(outcome.items(), key=lambda kv: kv[1].text is not None):
                 await io.put(rel, out)
