@@ -66,7 +66,7 @@ AFTER = {
 EXPECTED = "".join(f"{AFTER[k]}\x00" for k in sorted(AFTER))
 CHECK_TREE = (
     "cd /app && { for f in b/renamed.py new/made.txt src/m.py; do cat \"$f\"; printf '\\0'; done; } "
-    "> /tmp/tree && [ ! -e old.txt ] && [ ! -e a/moved.py ] && cmp -s /tests/expected /tmp/tree "
+    "> /tmp/tree && [ ! -e old.txt ] && [ ! -e a ] && cmp -s /tests/expected /tmp/tree "
     "&& echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt"
 )
 

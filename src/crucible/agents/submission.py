@@ -14,7 +14,7 @@ in the image:
   the sandbox as the agent user, then written back; all or nothing: no file is
   written unless every hunk applies. Its paths are the workdir's: a file that is a
   link, or whose folder leads out of the workdir through a link, is refused, as is a
-  file over MAX_READ_BYTES or not UTF-8 text.
+  file over MAX_READ_BYTES or not UTF-8 text. Folders a deleted file leaves empty go.
 A submission that cannot be applied (a patch that does not apply, a path it may not
 write) is the policy's failure: the agent result carries error type
 `invalid_submission` and the trial is still graded (the service answers `invalid`,
@@ -70,13 +70,17 @@ BATCH_BYTES = 512 * 1024
 # the workdir (no link leads out), the file itself must be no link: exit 4 or 5 if not.
 _INSIDE = """w=$(cd -P -- "$1" && pwd -P) || exit 9
 w=${w%/}; f=$2; d=${f%/*}; a=$d
-while [ ! -e "$a" ] && [ ! -L "$a" ]; do a=${a%/*}; done
+while [ -n "$a" ] && [ ! -e "$a" ] && [ ! -L "$a" ]; do a=${a%/*}; done
 r=$(cd -P -- "${a:-/}" 2>/dev/null && pwd -P) || exit 4
 case ${r%/}/ in "$w"/*) ;; *) exit 5;; esac
 if [ -L "$f" ]; then exit 4; fi
 """
 _READ = _INSIDE + 'if [ ! -e "$f" ]; then exit 3; fi\n[ -f "$f" ] || exit 4\nexec cat -- "$f"\n'
-_DELETE = _INSIDE + '[ -f "$f" ] || exit 4\nrm -f -- "$f"\n'
+# Folders the removal empties go too, up to the workdir (as git apply does).
+_DELETE = _INSIDE + (
+    '[ -f "$f" ] || exit 4\nrm -f -- "$f" || exit 1\n'
+    'p=${f%/*}; while [ "$p" != "$1" ] && rmdir -- "$p" 2>/dev/null; do p=${p%/*}; done; exit 0\n'
+)
 # $3: the mode to set, or empty.
 _PUT = _INSIDE + (
     'mkdir -p -- "$d" || exit 1\n'
@@ -238,7 +242,7 @@ class SubmissionAgent(Agent):
         io = _Io(
             ctx.sandbox,
             None if user is None else str(user),
-            ctx.task.workdir,
+            posixpath.normpath(ctx.task.workdir),
             time.monotonic() + ctx.timeout_sec,
         )
         try:
