@@ -243,3 +243,26 @@ async def test_a_submission_has_the_agent_users_rights_only(
         "Permission denied" in message
         and ("secret.txt" if "read" in attack else "/etc/") in message
     )
+
+
+@pytest.mark.parametrize("shape", ["over the read cap", "not UTF-8"])
+async def test_a_patch_on_a_file_it_cannot_read_whole_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    # A read cut at the exec's output cap, or decoded with replacement characters, would
+    # write back a file that is not the one patched: refused, the file left as it was.
+    monkeypatch.setattr("crucible.agents.submission.MAX_READ_BYTES", 1000)
+    big = "".join(f"{n}\n" for n in range(1000))
+    task = submission_task(
+        tmp_path / "t",
+        seed={"/app/f.txt": big},
+        then="printf 'caf\\351\\n' > /app/latin1.txt",
+    )
+    name, old = ("f.txt", "0") if shape == "over the read cap" else ("latin1.txt", "caf\ufffd")
+    patch = f"--- a/{name}\n+++ b/{name}\n@@ -1 +1 @@\n-{old}\n+changed\n"
+    r = await submit("local", task, tmp_path, {"type": "patch", "patch": patch})
+    gained_nothing(r)
+    assert agent_error(r) == INVALID
+    assert r.agent_result is not None and r.agent_result.error is not None
+    why = "over 1000 bytes" if shape == "over the read cap" else "not UTF-8"
+    assert why in r.agent_result.error.message
