@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.agents.test_patch import LONG, git_diff, plain_diff
 from tests.helpers.attack_tasks import attack_trial
+from tests.helpers.diffs import LONG, git_diff, plain_diff
 from tests.helpers.submission_tasks import agent_error, submission_task, submit
 
 from crucible.agents.submission import SubmissionAgent
