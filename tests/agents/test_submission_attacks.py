@@ -2,7 +2,15 @@
 a submission in a real trial (local provider; docker too where marked), gains nothing.
 The honest test gives 1 only when /app/ok exists, which no attack here makes: each must
 end graded 0 (or refused as invalid_submission, which is 0 too), and nothing outside the
-sandbox may be written."""
+sandbox may be written.
+
+Before agents/submission.py applied patches itself (git apply / patch in the sandbox), on
+local: a patch creating /tmp/x or renaming a file to ../../tmp/x applied (outside the
+workdir, no error); one making a link (mode 120000) into /tmp/secret/shadow applied; 20,000
+unvalidated files ran the agent phase out (timeout) instead of being refused; on docker
+(no git or patch in the image) every patch was invalid. Planted rewards, tests, shell start
+files, replaced tools and odd names already scored 0 (the grader's resets and kit).
+"""
 
 from __future__ import annotations
 
