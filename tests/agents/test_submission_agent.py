@@ -52,8 +52,8 @@ async def test_a_bad_answer_path_is_the_tasks_fault(tmp_path: Path) -> None:
     toml = '[metadata]\nanswer_path = "relative/answer.txt"\n'
     task = submission_task(tmp_path / "t", toml=toml)
     r = await submit("local", task, tmp_path, {"type": "text", "text": "42"})
-    assert r.outcome != "graded" and r.error is not None
-    assert "answer_path" in r.error.message
+    assert r.outcome == "task_invalid" and r.error is not None  # the service's unscorable
+    assert "answer_path" in r.error.message and r.counted_reward is None
 
 
 BEFORE = {"/app/src/m.py": LONG, "/app/old.txt": "to go\n", "/app/a/moved.py": LONG[:200]}
