@@ -4,6 +4,7 @@ and every shape it cannot apply faithfully is refused with a PatchError."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,36 @@ def test_hunks_far_from_their_lines_are_placed_within_a_budget(
     monkeypatch.setattr("crucible.agents.patch_apply.MAX_PROBES", 10_000)
     with pytest.raises(PatchError, match="too long to place"):
         applied(far, {"f": text})
+
+
+SEEDS = [
+    "diff --git a/x b/x\nindex 1..2 100644\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n",
+    "--- a/x\t2020-01-01 00:00:00.000000000 +0000\n+++ b/x\t1970-01-01 00:00:00.000000000 +0000\n"
+    "@@ -1,2 +0,0 @@\n-a\n-b\n",
+    'diff --git "a/\\303\\251" "b/\\303\\251"\nnew file mode 100755\n--- /dev/null\n'
+    '+++ "b/\\303\\251"\n@@ -0,0 +1 @@\n+x\n\\ No newline at end of file\n',
+    "diff --git a/x b/y\nsimilarity index 90%\nrename from x\nrename to y\n--- a/x\n+++ b/y\n"
+    "@@ -2 +2 @@\n-b\n+c\n",
+]
+PIECES = [*'@-+ \\\n\t"/abx0123456789,.', "@@ ", "--- ", "+++ ", "\\ No newline", "/dev/null"]
+PIECES += ["new file mode ", "rename from ", "\\3", "1970-01-01 00:00:00 +0000", "diff --git "]
+
+
+def test_mangled_patches_raise_only_patch_errors() -> None:
+    # Hostile input of every shape: a PatchError (the policy's invalid_submission), never
+    # another exception (a crash) and never a hang.
+    rng = random.Random(26)
+    for _ in range(5000):
+        chars = list(rng.choice(SEEDS))
+        for _ in range(rng.randint(1, 6)):
+            at = rng.randrange(len(chars) + 1)
+            if rng.random() < 0.5:
+                chars.insert(at, rng.choice(PIECES))
+            elif chars:
+                chars[min(at, len(chars) - 1)] = rng.choice(PIECES)
+        try:
+            patches = parse_patch("".join(chars))
+            current = {p: rng.choice([None, "a\nb\nc\n", "", "b\n"]) for p in touched(patches)}
+            apply_patch(patches, current)
+        except PatchError:
+            pass
