@@ -88,7 +88,7 @@ async def test_every_status(tmp_path: Path, serving: Serving):
         assert (r["ok1"]["status"], r["ok1"]["reward"]) == ("ok", 1.0)
         assert (r["ok0"]["status"], r["ok0"]["reward"]) == ("ok", 0.0)
         assert (r["inv"]["status"], r["inv"]["reward"]) == ("invalid", 0.0)
-        assert "patch does not apply" in r["inv"]["error"]
+        assert "no such file to patch" in r["inv"]["error"]
         assert (r["uns"]["status"], r["uns"]["reward"]) == ("unscorable", None)
         assert r["uns"]["error"].startswith("sandbox_failed")
         assert r["uns"]["metrics"]["retries"] == 2  # the service retried it itself
