@@ -81,6 +81,7 @@ class LocalProvider(Provider):
             self.cgroups = detect()
         self.bash = find_bash()
         self.images = Userlands(userland, image_tool, base_image, self.runtime_dir, self.bash)
+        self.images.store.gate = lambda: self.build_gate  # the job's builds, one limit
         # Image mode never runs as host root either: its trees and layers go to the image uid.
         self.images.sandbox_host_uid = hostuid.image_uid()
         self._caps: ProviderCapabilities | None = None

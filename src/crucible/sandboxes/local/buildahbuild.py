@@ -1,0 +1,113 @@
+"""One `buildah build` of a task's Dockerfile, and the working containers it leaves removed.
+
+Buildah keeps a working container per stage while it builds. It removes them when the
+build ends, with `--force-rm` also when it fails, but a build that is killed (its
+timeout, a cancelled job, a forced exit) cannot: they stayed in the store for good.
+
+So every build is marked: Buildah records the path of the default-mounts file it was
+given (`--default-mounts-file`) in each working container it makes, and each build gets
+a path of its own (an empty file: no host mount goes into a RUN step either). After a
+build that did not succeed, the containers that are new since it began and carry its
+mark are removed, as the user that owns them; another build's containers never carry
+it, so a build running beside this one, in this job or another, keeps its own.
+
+Run by root, the build runs as builduser.BUILD_USER (buildiso.py says how it is isolated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from crucible.errors import SandboxFailed
+from crucible.sandboxes.local import buildiso, builduser
+
+
+async def build(
+    buildah: str,
+    context: Path,
+    tag: str,
+    log: Path,
+    timeout: float,
+    network: bool,
+    user: builduser.BuildUser | None,
+    stage: builduser.Stage | None,
+) -> str:
+    """Build context/Dockerfile as `tag`; its image id. TaskInvalid when it fails."""
+    from crucible.sandboxes.local.imagetools import build_failed
+
+    iid = (stage.out / "iid") if stage is not None else log.with_suffix(".iid")
+    mark = (stage.root if stage is not None else log.parent) / f".mounts-{secrets.token_hex(8)}"
+    mark.write_text("")
+    if user is not None:  # root's file in root's stage, readable by the user's group
+        os.chown(mark, 0, user.gid)
+        os.chmod(mark, 0o640)
+    argv = [*(user.prefix() if user else []), buildah, "--default-mounts-file", str(mark)]
+    argv += ["build", *buildiso.build_options(network), "--pull-never", "--layers", "--force-rm"]
+    # --http-proxy=false: Buildah hands the host's proxy variables (often a URL with
+    # the operator's credentials) to every RUN step, a task author's code.
+    argv += ["--http-proxy=false"]
+    argv += ["-f", str(context / "Dockerfile"), "-t", tag, "--iidfile", str(iid), str(context)]
+    before = await _containers(buildah, user)
+    ok = False
+    try:
+        try:
+            rc = await buildiso.run_build(argv, network, log, timeout, user.env() if user else None)
+        except TimeoutError:
+            raise build_failed(
+                f"the build took more than {timeout:g}s (build_timeout_sec)", log
+            ) from None
+        if rc != 0:
+            raise build_failed(f"buildah exited with {rc}", log)
+        try:
+            # The user wrote it: read without following a link it may have left there.
+            text = stage.read_out("iid") if stage is not None else iid.read_text()
+        except OSError as exc:
+            raise SandboxFailed(f"buildah reported no image id: {exc}") from exc
+        ok = True
+        return text.strip().removeprefix("sha256:")
+    finally:
+        iid.unlink(missing_ok=True)
+        if not ok:  # shielded: a cancelled build's clean-up runs to its end
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.shield(remove_marked(buildah, user, mark, before))
+        mark.unlink(missing_ok=True)
+
+
+async def _tool(buildah: str, user: builduser.BuildUser | None, *args: str) -> tuple[int, str]:
+    if user is not None:
+        return await builduser.as_user(user, buildah, *args)
+    return await builduser.run_tool([buildah, *args])
+
+
+async def _containers(buildah: str, user: builduser.BuildUser | None) -> set[str]:
+    """The ids of the working containers in the store the build uses."""
+    rc, out = await _tool(buildah, user, "containers", "--json")
+    if rc != 0:
+        return set()
+    try:
+        rows: list[dict[str, Any]] = json.loads(out) or []
+    except ValueError:
+        return set()
+    return {str(r.get("id")) for r in rows if r.get("id")}
+
+
+async def remove_marked(
+    buildah: str, user: builduser.BuildUser | None, mark: Path, before: set[str]
+) -> list[str]:
+    """Remove the containers made since `before` that carry the build's mark; their ids."""
+    removed = []
+    for cid in sorted(await _containers(buildah, user) - before):
+        rc, out = await _tool(
+            buildah, user, "inspect", "--type", "container", "--format",
+            "{{.DefaultMountsFilePath}}", cid,
+        )  # fmt: skip
+        if rc == 0 and out.strip() == str(mark):
+            if (await _tool(buildah, user, "rm", cid))[0] == 0:
+                removed.append(cid)
+    return removed
