@@ -110,6 +110,11 @@ def made_by(task: Task, ids: set[str]) -> list[str]:
     return ours
 
 
+def remove_working_containers(ids: list[str]) -> None:
+    for cid in ids:
+        _buildah("rm", cid)
+
+
 def docker_build_containers(name: str) -> list[str]:
     """The engine's containers (any state) whose command names `name`."""
     res = subprocess.run(

@@ -9,6 +9,7 @@ build left its working container in the store (9 seen), and one that was killed 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,7 +123,10 @@ async def test_a_job_never_runs_more_builds_at_once_than_its_limit(
     """Three distinct Dockerfiles, --max-builds 1: the builds' logs show them one after
     another (each log's start and end stamps), at -c 3."""
     request.getfixturevalue("buildah" if env == "local" else "docker_engine")
-    monkeypatch.setenv("CRUCIBLE_ROOTFS_DIR", str(tmp_path / "rootfs"))
+    # Not under pytest's 0700 folders: the sandboxes' uid searches its way to the trees.
+    rootfs = Path("/tmp") / f"crucible-test-rootfs-{uuid.uuid4().hex[:12]}"
+    rootfs.mkdir(mode=0o711)
+    monkeypatch.setenv("CRUCIBLE_ROOTFS_DIR", str(rootfs))
     tasks = [_task(tmp_path / "tasks" / f"t{i}", f"RUN echo step-{i}") for i in range(3)]
     job_id = f"builds-{uuid.uuid4().hex[:8]}"
     cfg = make_job_config(job_id=job_id, tasks=tasks, agent="nop", env=env, attempts=1,
@@ -136,6 +140,7 @@ async def test_a_job_never_runs_more_builds_at_once_than_its_limit(
     finally:
         await provider.cleanup(job_id)
         await provider.aclose()
+        shutil.rmtree(rootfs, ignore_errors=True)
     assert summary.outcomes == {"graded": 3}, summary.outcomes
     logs = sorted((tmp_path / "jobs" / job_id / "builds").glob("*.log"))
     assert len(logs) == 3, logs

@@ -213,6 +213,9 @@ class JobRunner:
                 self._record(cancelled_result(plan, self.agent))
             status = "cancelled" if self._cancelled else "completed"
         finally:
+            # Nothing needs an image now: builds still running stop, and have ended.
+            self.provider.build_gate.close()
+            await self.provider.build_gate.drained()
             await self.teardown.drain()  # no sandbox outlives the job
             for w in watchers:
                 w.cancel()

@@ -85,6 +85,12 @@ class BuildGate:
         for task in list(self._running):
             task.cancel()
 
+    async def drained(self) -> None:
+        """Wait until no build runs: a stopped one has killed its processes and removed
+        its containers (never cancels them itself)."""
+        while pending := [t for t in self._running if not t.done()]:
+            await asyncio.wait(pending)
+
 
 def own_gate() -> Callable[[], BuildGate]:
     """The getter of a gate of its own, for an image cache used outside a job; the
