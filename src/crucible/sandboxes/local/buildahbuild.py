@@ -26,6 +26,7 @@ from typing import Any
 
 from crucible.errors import SandboxFailed
 from crucible.sandboxes.local import buildiso, builduser
+from crucible.sandboxes.local.buildlog import build_failed
 
 
 async def build(
@@ -39,8 +40,6 @@ async def build(
     stage: builduser.Stage | None,
 ) -> str:
     """Build context/Dockerfile as `tag`; its image id. TaskInvalid when it fails."""
-    from crucible.sandboxes.local.imagetools import build_failed
-
     iid = (stage.out / "iid") if stage is not None else log.with_suffix(".iid")
     mark = (stage.root if stage is not None else log.parent) / f".mounts-{secrets.token_hex(8)}"
     mark.write_text("")

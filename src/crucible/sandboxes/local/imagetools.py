@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import collections
 import contextlib
 import functools
 import json
@@ -26,10 +25,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from crucible.errors import SandboxFailed, TaskInvalid
+from crucible.errors import SandboxFailed
+from crucible.sandboxes.local.buildlog import build_failed
+from crucible.sandboxes.local.buildlog import log_tail as log_tail  # images.py reads it here
 from crucible.sandboxes.proc import dies_with_parent
 
-LOG_TAIL_LINES = 30
 TOOL_NAMES = ("buildah", "docker")
 INSTALL_HINT = (
     "install an OCI tool: `apt-get install -y buildah` (daemonless; then import a base image, "
@@ -56,22 +56,6 @@ class ImageConfig(BaseModel):
             entrypoint=[str(e) for e in cfg.get("Entrypoint") or []],
             cmd=[str(e) for e in cfg.get("Cmd") or []],
         )
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        with path.open(errors="replace") as fh:
-            tail = collections.deque((ln.rstrip("\n") for ln in fh if ln.strip()), maxlen=lines)
-    except OSError:
-        return ""
-    return "\n".join(tail)
-
-
-def build_failed(what: str, log: Path) -> TaskInvalid:
-    return TaskInvalid(
-        f"its image cannot be built: {what}\n--- build log (last lines; all of it in {log}) ---\n"
-        f"{log_tail(log)}"
-    )
 
 
 class ImageTool(abc.ABC):
