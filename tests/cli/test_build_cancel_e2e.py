@@ -9,6 +9,7 @@ in the engine, and a killed job left `buildah build` and its step running."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ from typer.testing import CliRunner
 from crucible.cli.main import app
 from crucible.sandboxes.buildgate import START_STAMP
 from crucible.sandboxes.docker.build import env_tag
+from crucible.sandboxes.local import buildahbuild
 from crucible.tasks.models import Task
 
 pytestmark = pytest.mark.slow
@@ -152,3 +154,9 @@ def test_a_killed_job_leaves_no_build_process(job: BuildJob) -> None:
     job.proc.send_signal(signal.SIGKILL)
     job.proc.wait(timeout=60)
     wait_until(lambda: not job.build_processes(), "the killed job's build processes to go", 120)
+    if job.env == "local":
+        # Its killed Buildah left its working container; `sandboxes cleanup` removes it
+        # (its mark is no longer held), and only what dead builds left.
+        assert job.build_containers() != []
+        assert asyncio.run(buildahbuild.sweep()) >= 1
+        assert job.build_containers() == []

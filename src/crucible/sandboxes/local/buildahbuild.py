@@ -18,15 +18,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
+import re
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
 from crucible.errors import SandboxFailed
 from crucible.sandboxes.local import buildiso, builduser
 from crucible.sandboxes.local.buildlog import build_failed
+
+MARK_PREFIX = ".mounts-"
+_MARK = re.compile(re.escape(MARK_PREFIX) + "[0-9a-f]{16}")
 
 
 async def build(
@@ -41,11 +47,14 @@ async def build(
 ) -> str:
     """Build context/Dockerfile as `tag`; its image id. TaskInvalid when it fails."""
     iid = (stage.out / "iid") if stage is not None else log.with_suffix(".iid")
-    mark = (stage.root if stage is not None else log.parent) / f".mounts-{secrets.token_hex(8)}"
-    mark.write_text("")
+    mark = (
+        stage.root if stage is not None else log.parent
+    ) / f"{MARK_PREFIX}{secrets.token_hex(8)}"
+    # Held (a shared flock) while the build lives: a mark nobody holds is a dead build's.
+    held = os.open(mark, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+    fcntl.flock(held, fcntl.LOCK_SH)
     if user is not None:  # root's file in root's stage, readable by the user's group
-        os.chown(mark, 0, user.gid)
-        os.chmod(mark, 0o640)
+        os.fchown(held, 0, user.gid)
     argv = [*(user.prefix() if user else []), buildah, "--default-mounts-file", str(mark)]
     argv += ["build", *buildiso.build_options(network), "--pull-never", "--layers", "--force-rm"]
     # --http-proxy=false: Buildah hands the host's proxy variables (often a URL with
@@ -76,6 +85,7 @@ async def build(
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.shield(remove_marked(buildah, user, mark, before))
         mark.unlink(missing_ok=True)
+        os.close(held)
 
 
 async def _tool(buildah: str, user: builduser.BuildUser | None, *args: str) -> tuple[int, str]:
@@ -110,3 +120,54 @@ async def remove_marked(
             if (await _tool(buildah, user, "rm", cid))[0] == 0:
                 removed.append(cid)
     return removed
+
+
+def _dead(mark: Path) -> bool:
+    """Whether the build that made `mark` is gone: no process holds its flock (a forced
+    exit drops it), or the file went with its build."""
+    try:
+        fd = os.open(mark, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+async def remove_orphans(buildah: str, user: builduser.BuildUser | None) -> int:
+    """Remove the working containers of crucible builds that died without removing them
+    (a forced exit), and their stages; never a live build's or one crucible did not
+    mark. For `crucible sandboxes cleanup`: it inspects every container in the store."""
+    removed = 0
+    for cid in sorted(await _containers(buildah, user)):
+        rc, out = await _tool(
+            buildah, user, "inspect", "--type", "container", "--format",
+            "{{.DefaultMountsFilePath}}", cid,
+        )  # fmt: skip
+        mark = Path(out.strip())
+        if rc != 0 or not _MARK.fullmatch(mark.name) or not mark.is_absolute():
+            continue
+        if user is not None and mark.parent.parent != builduser.STAGE_ROOT:
+            continue  # run by root, crucible's marks are only ever in its stages
+        if not await asyncio.to_thread(_dead, mark):
+            continue
+        if (await _tool(buildah, user, "rm", cid))[0] == 0:
+            removed += 1
+        if user is not None:  # the dead build's stage (root's, under STAGE_ROOT)
+            await asyncio.to_thread(shutil.rmtree, mark.parent, True)
+    return removed
+
+
+async def sweep() -> int:
+    """remove_orphans in the store crucible's local builds use, where there is one."""
+    buildah = shutil.which("buildah")
+    user = builduser.find_user() if buildiso.rootful() else None
+    if buildah is None or (buildiso.rootful() and user is None):
+        return 0
+    return await remove_orphans(buildah, user)
