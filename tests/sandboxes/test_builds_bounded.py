@@ -174,3 +174,35 @@ async def test_a_stopped_docker_build_leaves_no_step_and_no_container(
     finally:
         await provider.aclose()
         kill_all(name)
+
+
+async def test_a_forged_mark_never_makes_the_sweep_remove_a_live_builds_stage(
+    buildah: None, tmp_path: Path
+) -> None:
+    """The build user writes its containers' records: one that names a mark in a live
+    build's stage (where no such file is) gets its own container removed, never root's
+    stage. Before, a missing mark counted as a dead build, and root removed the stage."""
+    from crucible.sandboxes.local import buildahbuild, builduser
+
+    user = builduser.find_user()
+    if user is None:
+        pytest.skip("run as a user: the sweep removes no stage")
+    stage = builduser.Stage(user)  # a live build's, as root makes it
+    (stage.root / "context").mkdir()
+    forged = stage.root / f"{buildahbuild.MARK_PREFIX}{uuid.uuid4().hex[:16]}"
+    try:
+        rc, out = await builduser.as_user(
+            user, "buildah", "--default-mounts-file", str(forged), "from", "--pull-never",
+            "--quiet", "localhost/debian:bookworm-slim",
+        )  # fmt: skip
+        assert rc == 0, out
+        rc, cid = await builduser.as_user(
+            user, "buildah", "inspect", "--type", "container", "--format", "{{.ContainerID}}",
+            out.split()[-1],
+        )  # fmt: skip
+        assert rc == 0 and cid.strip() in working_containers(), cid
+        await buildahbuild.sweep()
+        assert (stage.root / "context").is_dir(), "the sweep removed a live build's stage"
+        assert cid.strip() not in working_containers()  # only the user's own record went
+    finally:
+        stage.close()

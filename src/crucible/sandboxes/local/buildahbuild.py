@@ -33,6 +33,7 @@ from crucible.sandboxes.local.buildlog import build_failed
 
 MARK_PREFIX = ".mounts-"
 _MARK = re.compile(re.escape(MARK_PREFIX) + "[0-9a-f]{16}")
+_STAGE = re.compile("[0-9a-f]{16}")  # builduser.Stage's names
 
 
 async def build(
@@ -51,8 +52,11 @@ async def build(
         stage.root if stage is not None else log.parent
     ) / f"{MARK_PREFIX}{secrets.token_hex(8)}"
     # Held (a shared flock) while the build lives: a mark nobody holds is a dead build's.
-    held = os.open(mark, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+    # Locked before it has its name, so no sweep ever sees it unheld.
+    fresh = mark.with_name(f".fresh-{mark.name}")
+    held = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
     fcntl.flock(held, fcntl.LOCK_SH)
+    os.rename(fresh, mark)
     if user is not None:  # root's file in root's stage, readable by the user's group
         os.fchown(held, 0, user.gid)
     argv = [*(user.prefix() if user else []), buildah, "--default-mounts-file", str(mark)]
@@ -122,13 +126,14 @@ async def remove_marked(
     return removed
 
 
-def _dead(mark: Path) -> bool:
-    """Whether the build that made `mark` is gone: no process holds its flock (a forced
-    exit drops it), or the file went with its build."""
+def _dead(mark: Path) -> bool | None:
+    """Whether the build that made `mark` is gone: True when no process holds its flock
+    (a forced exit drops it), None when there is no such file (its build removed it, or
+    the record is forged), False while a build holds it."""
     try:
         fd = os.open(mark, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        return True
+        return None
     except OSError:
         return False
     try:
@@ -150,17 +155,24 @@ async def remove_orphans(buildah: str, user: builduser.BuildUser | None) -> int:
             buildah, user, "inspect", "--type", "container", "--format",
             "{{.DefaultMountsFilePath}}", cid,
         )  # fmt: skip
+        # The record is the build user's to write: a path of its choosing ("..", a live
+        # build's stage, a missing file) must never make root remove anything.
         mark = Path(out.strip())
-        if rc != 0 or not _MARK.fullmatch(mark.name) or not mark.is_absolute():
+        plain = mark.is_absolute() and ".." not in mark.parts
+        if rc != 0 or not plain or not _MARK.fullmatch(mark.name):
             continue
-        if user is not None and mark.parent.parent != builduser.STAGE_ROOT:
+        stage = mark.parent
+        if user is not None and not (
+            stage.parent == builduser.STAGE_ROOT and _STAGE.fullmatch(stage.name)
+        ):
             continue  # run by root, crucible's marks are only ever in its stages
-        if not await asyncio.to_thread(_dead, mark):
+        dead = await asyncio.to_thread(_dead, mark)
+        if dead is False:
             continue
         if (await _tool(buildah, user, "rm", cid))[0] == 0:
             removed += 1
-        if user is not None:  # the dead build's stage (root's, under STAGE_ROOT)
-            await asyncio.to_thread(shutil.rmtree, mark.parent, True)
+        if dead and user is not None:  # the dead build's stage (root's, under STAGE_ROOT)
+            await asyncio.to_thread(shutil.rmtree, stage, True)
     return removed
 
 
