@@ -21,8 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.helpers.wait import wait_until
-from tests.sandboxes.build_jobs import (
+from tests.helpers.build_jobs import (
     blocking_step,
     docker_build_containers,
     image_task,
@@ -33,6 +32,7 @@ from tests.sandboxes.build_jobs import (
     running,
     working_containers,
 )
+from tests.helpers.wait import wait_until
 from typer.testing import CliRunner
 
 from crucible.cli.main import app

@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.helpers.wait import await_until
-from tests.sandboxes.build_jobs import (
+from tests.helpers.build_jobs import (
     blocking_step,
     docker_build_containers,
     image_task,
@@ -27,6 +26,7 @@ from tests.sandboxes.build_jobs import (
     running,
     working_containers,
 )
+from tests.helpers.wait import await_until
 
 from crucible.agents.nop import NopAgent
 from crucible.engine.job import JobOptions, JobRunner
