@@ -134,6 +134,13 @@ def register(app: typer.Typer) -> None:
         max_starting: int = typer.Option(
             None, "--max-starting", help="Sandboxes still starting at once, job-wide."
         ),
+        max_builds: int = typer.Option(
+            None,
+            "--max-builds",
+            min=1,
+            help="Image builds running at once, job-wide, on every provider "
+            "(a cancel stops them). [default: half the cores]",
+        ),
         gpu_concurrency: int = typer.Option(
             None,
             "--gpu-concurrency",
@@ -213,7 +220,7 @@ def register(app: typer.Typer) -> None:
             "retry_errors": retry_errors, "include": include, "exclude": exclude,
             "skip_invalid": skip_invalid, "max_retries": max_retries,
             "trial_timeout": trial_timeout, "job_timeout": job_timeout,
-            "create_rate": create_rate, "max_starting": max_starting,
+            "create_rate": create_rate, "max_starting": max_starting, "max_builds": max_builds,
             "gpu_concurrency": gpu_concurrency, "no_network": no_network, "tampered": tampered,
             "task_env": task_env_names(task_env, task_env_file, as_json),
             "model": model, "model_base_url": model_base_url,

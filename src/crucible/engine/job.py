@@ -32,6 +32,7 @@ from crucible.records.job import JobConfig, JobSummary
 from crucible.records.live import CURRENT, LiveTrial, RetryBudget
 from crucible.records.trial import TrialResult, counted_as, utcnow
 from crucible.sandboxes.base import Provider, SandboxSpec
+from crucible.sandboxes.buildgate import BuildGate, cancelling
 from crucible.sandboxes.ratelimit import StartGate
 from crucible.store.index import BatchWriter, Index
 from crucible.store.layout import (
@@ -85,6 +86,7 @@ class JobOptions:
     summary_interval_sec: float = 1.0
     create_rate: float | None = None  # sandbox creations per second, job-wide
     max_starting: int | None = None  # sandboxes still starting at once
+    max_builds: int | None = None  # image builds at once, job-wide (None: half the cores)
 
 
 @dataclass
@@ -115,6 +117,9 @@ class JobRunner:
         self._running: set[asyncio.Task[TrialResult]] = set()
         self._sched: Scheduler[tuple[TrialPlan, int]] | None = None
         self._closing: asyncio.Future[None] | None = None
+        self._preparing: asyncio.Task[None] | None = None
+        # One limit on the job's image builds at once, on every provider; closed on cancel.
+        self.provider.build_gate = BuildGate(self.options.max_builds)
         self.log = FileLog(self.job_dir / JOB_LOG)
         self.writer: BatchWriter | None = None
         self.start_gate: StartGate | None = None
@@ -154,6 +159,10 @@ class JobRunner:
         self.log.warning("cancel requested: winding down running trials")
         if self._sched is not None:
             self._closing = asyncio.ensure_future(self._sched.close())
+        # No image build starts from now on, and the running ones are killed.
+        self.provider.build_gate.close()
+        if self._preparing is not None:
+            self._preparing.cancel()
         for t in list(self._running):
             t.cancel()
 
@@ -208,7 +217,7 @@ class JobRunner:
             # Images are built once per job, before the fan-out; a failed build
             # surfaces again at create() as that task's task_invalid.
             self.provider.log_dir = self.job_dir
-            await self.provider.prepare(self._prepare_specs(todo))
+            await self._prepare(todo)
             workers = [
                 asyncio.create_task(self._worker(sched))
                 for _ in range(min(limit, max(1, len(todo))))
@@ -218,6 +227,9 @@ class JobRunner:
                 self._record(cancelled_result(plan, self.agent))
             status = "cancelled" if self._cancelled else "completed"
         finally:
+            # Nothing needs an image now: builds still running stop, and have ended.
+            self.provider.build_gate.close()
+            await self.provider.build_gate.drained()
             await self.teardown.drain()  # no sandbox outlives the job
             for w in watchers:
                 w.cancel()
@@ -298,6 +310,20 @@ class JobRunner:
 
     async def _remove_leftovers(self) -> None:
         await remove_leftovers(self.provider, self.cfg.job_id, self.log)
+
+    async def _prepare(self, todo: list[TrialPlan]) -> None:
+        """The provider's prepare() (its image builds), under the job's build gate and
+        cancelled with the job."""
+        if self._cancelled:
+            return
+        self._preparing = asyncio.ensure_future(self.provider.prepare(self._prepare_specs(todo)))
+        try:
+            await self._preparing
+        except asyncio.CancelledError:
+            if not self._cancelled or cancelling():
+                raise
+        finally:
+            self._preparing = None
 
     def _prepare_specs(self, todo: list[TrialPlan]) -> list[SandboxSpec]:
         specs: dict[str, SandboxSpec] = {}

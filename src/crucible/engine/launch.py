@@ -346,5 +346,6 @@ async def prepare_launch(
         retry_errors=req.retry_errors,
         create_rate=req.create_rate,
         max_starting=req.max_starting,
+        max_builds=req.max_builds,
     )
     return LaunchPlan(cfg, tasks, provider, agent, options, jobs_dir, resumed=existing is not None)

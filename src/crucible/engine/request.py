@@ -41,6 +41,7 @@ JOB_OPTIONS = (
     "gpu_concurrency",
     "create_rate",
     "max_starting",
+    "max_builds",
     "no_network",
     "task_env",
     "tampered",
@@ -77,6 +78,8 @@ class RunRequest(BaseModel):
     job_timeout: float | None = None
     create_rate: float | None = None
     max_starting: int | None = None
+    # Image builds at once, job-wide, on every provider (None: half the cores, at least 1).
+    max_builds: int | None = Field(default=None, ge=1)
     gpu_concurrency: int | None = None
     # True locks every task to no network, whatever its task.toml says (None: off, or as recorded).
     no_network: bool | None = None

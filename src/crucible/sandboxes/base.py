@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from crucible.errors import ResourcesUnavailable
 from crucible.records.tamper import TamperRecord
+from crucible.sandboxes.buildgate import BuildGate
 
 NetworkMode = Literal["none", "public", "allowlist"]
 
@@ -240,6 +241,19 @@ class Provider(abc.ABC):
     # The job folder, set by the engine before prepare(): where a provider keeps job logs
     # (image builds).
     log_dir: Path | None = None
+    _build_gate: BuildGate | None = None
+
+    @property
+    def build_gate(self) -> BuildGate:
+        """The job's one limit on image builds at once, and their off switch (buildgate.py):
+        set by the engine before prepare(); used outside a job, one of its own."""
+        if self._build_gate is None:
+            self._build_gate = BuildGate()
+        return self._build_gate
+
+    @build_gate.setter
+    def build_gate(self, gate: BuildGate) -> None:
+        self._build_gate = gate
 
     @abc.abstractmethod
     async def preflight(self) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 from collections.abc import Callable, Iterable
+
+PR_SET_PDEATHSIG = 1
 
 
 class CappedBuffer:
@@ -140,3 +143,21 @@ def kill_tree(
         signal_pids(new, signal.SIGSTOP)
         stopped |= new
     signal_pids(stopped, signal.SIGKILL)
+
+
+def dies_with_parent(then: Callable[[], object] | None = None) -> Callable[[], None]:
+    """A preexec_fn: the child is SIGKILLed when the thread that started it ends, a forced
+    exit included (PR_SET_PDEATHSIG); `then` runs after. The kernel drops the setting when
+    the child changes its ids (setpriv), so a child that does runs under a root process
+    that keeps it (buildiso.run_build, builduser.as_user)."""
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent was gone before prctl took hold
+            os._exit(1)
+        if then is not None:
+            then()
+
+    return preexec

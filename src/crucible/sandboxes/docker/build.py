@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import hashlib
 import json
@@ -27,6 +28,7 @@ from typing import Any, TypeVar
 
 from crucible.errors import SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import SandboxSpec
+from crucible.sandboxes.buildgate import BuildGate, own_gate
 from crucible.tasks.compose_fields import Build
 from crucible.tasks.taskfs import refuse_context
 
@@ -60,9 +62,11 @@ def spec_image_key(spec: SandboxSpec) -> tuple[str, str] | None:
 class ImageCache:
     """Resolves specs to local image refs, building or pulling each one at most once."""
 
-    def __init__(self, api: Any, run: Runner) -> None:
+    def __init__(self, api: Any, run: Runner, gate: Callable[[], BuildGate] | None = None) -> None:
         self._api = api
         self._run = run  # runs a blocking call on the provider's thread pool
+        self._gate = gate or own_gate()  # the job's limit on builds at once (buildgate.py)
+        self.log_dir: Path | None = None  # the job folder: build logs go to its builds/
         self._tasks: dict[tuple[str, str], asyncio.Task[str]] = {}
         self._users: dict[str, str] = {}
         self.builds_run = 0  # builds actually started (tests check the once-per-digest rule)
@@ -167,24 +171,41 @@ class ImageCache:
             raise TaskInvalid(f"its image cannot be built: {context}/{dockerfile} is missing")
         refuse_context(context)  # no link out of the context reaches the engine
         self.builds_run += 1
-        ctl = _BuildControl()
-        started = time.monotonic()
-        log.info("building %s from %s", tag, context)
-        build = asyncio.ensure_future(
-            self._run(self._build, context, tag, digest, timeout, ctl, network, recipe)
-        )
-        try:
-            await asyncio.wait_for(asyncio.shield(build), timeout)
-        except TimeoutError as e:
-            # Cutting the connection is what makes the engine cancel a build.
-            ctl.abort()
-            await asyncio.gather(build, return_exceptions=True)
-            raise TaskInvalid(
-                f"its image cannot be built: the build of {context} took more than "
-                f"{timeout:g}s (build_timeout_sec)"
-            ) from e
-        log.info("built %s in %.1fs", tag, time.monotonic() - started)
+        path = self._log_path(tag)
+
+        async def run() -> None:
+            ctl = _BuildControl()
+            started = time.monotonic()
+            log.info("building %s from %s (log: %s)", tag, context, path)
+            build = asyncio.ensure_future(
+                self._run(self._build, context, tag, digest, timeout, ctl, network, recipe, path)
+            )
+            try:
+                await asyncio.wait_for(asyncio.shield(build), timeout)
+            except (TimeoutError, asyncio.CancelledError) as e:
+                # Cutting the connection is what makes the engine cancel a build (and
+                # kill and remove its step's container).
+                ctl.abort()
+                await asyncio.gather(build, return_exceptions=True)
+                if isinstance(e, asyncio.CancelledError):
+                    raise
+                raise TaskInvalid(
+                    f"its image cannot be built: the build of {context} took more than "
+                    f"{timeout:g}s (build_timeout_sec)"
+                ) from e
+            log.info("built %s in %.1fs", tag, time.monotonic() - started)
+
+        await self._gate().run(str(context), run, path)
         return tag
+
+    def _log_path(self, tag: str) -> Path | None:
+        if self.log_dir is None:
+            return None
+        base = self.log_dir / "builds"
+        base.mkdir(parents=True, exist_ok=True)
+        path = base / f"{tag.replace(':', '-')}.log"
+        path.write_text(f"# docker build as {tag}\n")
+        return path
 
     def _build(
         self,
@@ -195,8 +216,24 @@ class ImageCache:
         ctl: _BuildControl,
         network: bool,
         recipe: Build | None = None,
+        path: Path | None = None,
     ) -> None:
-        """Blocking: stream the build, keep the log's tail, raise TaskInvalid on failure."""
+        """Blocking: stream the build (into `path`, when given), keep the log's tail, raise
+        TaskInvalid on failure."""
+        with path.open("a", errors="replace") if path else contextlib.nullcontext() as fh:
+            self._stream(context, tag, digest, timeout, ctl, network, recipe, fh)
+
+    def _stream(
+        self,
+        context: Path,
+        tag: str,
+        digest: str,
+        timeout: float,
+        ctl: _BuildControl,
+        network: bool,
+        recipe: Build | None,
+        fh: Any,
+    ) -> None:
         import docker.errors
 
         tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
@@ -223,8 +260,12 @@ class ImageCache:
             for chunk in stream:
                 if "stream" in chunk:
                     tail.extend(line for line in str(chunk["stream"]).splitlines() if line.strip())
+                    if fh is not None:
+                        fh.write(str(chunk["stream"]))
                 if "error" in chunk:
                     error = str(chunk.get("error") or chunk.get("errorDetail"))
+                    if fh is not None:
+                        fh.write(f"ERROR: {error}\n")
         except docker.errors.APIError as e:
             # Refused requests (no or bad Dockerfile, bad context) are the task's fault.
             error = str(e)

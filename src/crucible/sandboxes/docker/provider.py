@@ -98,7 +98,7 @@ class DockerProvider(Provider):
         async with self._api_lock:
             if self._api is None:
                 self._api = await self._connect()
-                self._images = ImageCache(self._api, self._call)
+                self._images = ImageCache(self._api, self._call, lambda: self.build_gate)
         return self._api
 
     async def _connect(self) -> Any:
@@ -158,6 +158,7 @@ class DockerProvider(Provider):
     async def prepare(self, specs: list[SandboxSpec]) -> None:
         """Resolve every distinct image up front; failures surface again in create()."""
         await self.api()
+        self.images.log_dir = self.log_dir
         seen: dict[Any, SandboxSpec] = {}
         for spec in specs:
             key = spec_image_key(spec)

@@ -46,6 +46,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from crucible.errors import SandboxFailed, TaskInvalid
+from crucible.sandboxes.proc import dies_with_parent
 
 # The subordinate ids of the build user (/etc/subuid, set up by scripts/setup-images.sh):
 # 64 Ki ids from 0x1800_0000, below hostuid.IMAGE_UID (0x1FFF_FFFF) and the slot range.
@@ -158,6 +159,9 @@ async def run_build(
     (--kill-child): runc starts each RUN step in a session of its own, so killing the
     process group on a timeout left the step (and whatever it started) running as the
     build user for good; the kernel kills everything in a namespace whose init is gone.
+    That init is the root shell, never buildah: setpriv's change of ids drops the kill
+    signal --kill-child set. `unshare` itself dies with this process (dies_with_parent),
+    so a forced exit (a second Ctrl-C, kill -9) takes the whole build with it.
     """
     if not rootful():
         return await _exec(argv, log, timeout, env)
@@ -167,7 +171,8 @@ async def run_build(
         raise SandboxFailed(
             f"isolated builds need {missing}", hint="run scripts/setup-images.sh (as root)"
         )
-    script = 'echo >&3; exec 3>&-; read -r _ || exit 111; exec "$@"'
+    # Not `exec "$@"`: the shell stays pid 1 (root, its kill signal kept) and waits.
+    script = 'echo >&3; exec 3>&-; read -r _ || exit 111; "$@"; exit $?'
     ready_r, ready_w = os.pipe()
     with log.open("ab") as fh:
         try:
@@ -178,7 +183,7 @@ async def run_build(
                 # fd 3 of the wrapper is the signal pipe (kept open through exec: 3 is
                 # in pass_fds, and the dup2 onto it runs before the other fds are closed)
                 pass_fds=(3, ready_w), start_new_session=True, env=env,
-                preexec_fn=functools.partial(os.dup2, ready_w, 3),
+                preexec_fn=dies_with_parent(functools.partial(os.dup2, ready_w, 3)),
             )  # fmt: skip
         finally:
             os.close(ready_w)
@@ -218,7 +223,7 @@ async def _slirp(slirp: str, pid: int, fh: Any) -> asyncio.subprocess.Process:
             slirp, "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox",
             "--enable-seccomp", "--ready-fd", str(ready_w), str(pid), "tap0",
             stdin=asyncio.subprocess.DEVNULL, stdout=fh, stderr=asyncio.subprocess.STDOUT,
-            pass_fds=(ready_w,), start_new_session=True,
+            pass_fds=(ready_w,), start_new_session=True, preexec_fn=dies_with_parent(),
         )  # fmt: skip
     finally:
         os.close(ready_w)
@@ -242,6 +247,7 @@ async def _exec(argv: list[str], log: Path, timeout: float, env: dict[str, str] 
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=fh,
             stderr=asyncio.subprocess.STDOUT, start_new_session=True, env=env,
+            preexec_fn=dies_with_parent(),
         )  # fmt: skip
         try:
             await asyncio.wait_for(proc.wait(), timeout)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crucible.errors import SandboxFailed, TaskInvalid
+from crucible.sandboxes.proc import dies_with_parent
 
 BUILD_USER = "crucible-build"
 BUILD_HOME = Path("/var/lib/crucible/build")
@@ -178,7 +179,7 @@ class Stage:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-async def _tool(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+async def run_tool(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
@@ -186,6 +187,7 @@ async def _tool(argv: list[str], env: dict[str, str] | None = None) -> tuple[int
         stderr=asyncio.subprocess.STDOUT,
         env=env,
         start_new_session=True,
+        preexec_fn=dies_with_parent(),
     )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 1800)
@@ -198,7 +200,18 @@ async def _tool(argv: list[str], env: dict[str, str] | None = None) -> tuple[int
 
 
 async def as_user(user: BuildUser, buildah: str, *args: str) -> tuple[int, str]:
-    return await _tool([*user.prefix(), buildah, *args], user.env())
+    return await run_tool(reaped([*user.prefix(), buildah, *args]), user.env())
+
+
+def reaped(argv: list[str]) -> list[str]:
+    """`argv` (which changes its ids) under a root shell that is pid 1 of a pid namespace
+    of its own: the shell keeps the kill signal that setpriv's change of ids drops, so
+    the command and all it starts die with crucible, a forced exit included."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return argv
+    return [unshare, "--pid", "--fork", "--kill-child", "--mount-proc", "--",
+            "sh", "-c", '"$@"; exit $?', "crucible-tool", *argv]  # fmt: skip
 
 
 async def _checked(what: str, got: tuple[int, str]) -> str:
@@ -215,11 +228,11 @@ async def hand_bases(stage: Stage, buildah: str, dockerfile_text: str) -> None:
             raise TaskInvalid(f"its image cannot be built: FROM {ref!r} is not an image name")
         if (await as_user(stage.user, buildah, "inspect", "--type", "image", ref))[0] == 0:
             continue
-        if (await _tool([buildah, "inspect", "--type", "image", ref]))[0] != 0:
+        if (await run_tool([buildah, "inspect", "--type", "image", ref]))[0] != 0:
             continue  # neither has it: the build says so in its log
         copy = stage.root / f"base-{n}"  # root's; the user reads it through its group
         await _checked(
-            f"handing {ref} over", await _tool([buildah, "push", "--quiet", ref, f"dir:{copy}"])
+            f"handing {ref} over", await run_tool([buildah, "push", "--quiet", ref, f"dir:{copy}"])
         )
         await asyncio.to_thread(_group_readable, copy, stage.user.gid)
         out = await _checked(
@@ -249,8 +262,8 @@ async def hand_back(stage: Stage, buildah: str, image_id: str, tag: str) -> None
         await as_user(stage.user, buildah, "push", "--quiet", "--disable-compression", image_id, f"dir:{copy}"),
     )  # fmt: skip
     await _checked(
-        "taking the built image", await _tool([buildah, "pull", "--quiet", f"dir:{copy}"])
+        "taking the built image", await run_tool([buildah, "pull", "--quiet", f"dir:{copy}"])
     )
-    await _checked("naming the built image", await _tool([buildah, "tag", image_id, tag]))
+    await _checked("naming the built image", await run_tool([buildah, "tag", image_id, tag]))
     # The user's copy goes (its layers stay, as the next build's cache).
     await as_user(stage.user, buildah, "rmi", "--force", tag)

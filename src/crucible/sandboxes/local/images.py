@@ -35,6 +35,7 @@ from pydantic import BaseModel
 
 from crucible.errors import ResourcesUnavailable, SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import SandboxSpec
+from crucible.sandboxes.buildgate import own_gate
 from crucible.sandboxes.docker.build import env_tag, spec_image_key
 from crucible.sandboxes.local.imagetools import (
     INSTALL_HINT,
@@ -203,9 +204,9 @@ class ImageStore:
         self._held: dict[str, int] = {}
         self.builds_run = 0  # builds actually started (tests check the once-per-digest rule)
         self.unpacks_run = 0
-        # A job of many tasks prepares all their images at once: a few builds or unpacks
-        # at a time keep the machine's cores (and the tool) from thrashing.
+        # A few unpacks at a time; builds wait on the job's gate (buildgate.py), a provider's.
         self._busy = asyncio.Semaphore(max(1, (os.cpu_count() or 2) // 2))
+        self.gate = own_gate()
 
     def tool(self) -> ImageTool:
         if self._tool is None:
@@ -311,10 +312,9 @@ class ImageStore:
         started = time.monotonic()
         ticker = asyncio.ensure_future(_tick(say, spec.task_name, path, started))
         try:
-            async with self._busy:
-                image_id = await tool.build(
-                    context, tag, path, spec.build_timeout_sec, spec.builds_with_network
-                )
+            image_id = await self.gate().run(spec.task_name, lambda: tool.build(
+                context, tag, path, spec.build_timeout_sec, spec.builds_with_network
+            ), path)  # fmt: skip
         except TaskInvalid:
             say(f"[red]image build failed[/] for {spec.task_name} (log: {path})")
             raise

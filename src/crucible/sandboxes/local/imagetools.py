@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import collections
 import contextlib
 import functools
 import json
@@ -26,9 +25,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from crucible.errors import SandboxFailed, TaskInvalid
+from crucible.errors import SandboxFailed
+from crucible.sandboxes.local.buildlog import build_failed
+from crucible.sandboxes.local.buildlog import log_tail as log_tail  # images.py reads it here
+from crucible.sandboxes.proc import dies_with_parent
 
-LOG_TAIL_LINES = 30
 TOOL_NAMES = ("buildah", "docker")
 INSTALL_HINT = (
     "install an OCI tool: `apt-get install -y buildah` (daemonless; then import a base image, "
@@ -55,22 +56,6 @@ class ImageConfig(BaseModel):
             entrypoint=[str(e) for e in cfg.get("Entrypoint") or []],
             cmd=[str(e) for e in cfg.get("Cmd") or []],
         )
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        with path.open(errors="replace") as fh:
-            tail = collections.deque((ln.rstrip("\n") for ln in fh if ln.strip()), maxlen=lines)
-    except OSError:
-        return ""
-    return "\n".join(tail)
-
-
-def build_failed(what: str, log: Path) -> TaskInvalid:
-    return TaskInvalid(
-        f"its image cannot be built: {what}\n--- build log (last lines; all of it in {log}) ---\n"
-        f"{log_tail(log)}"
-    )
 
 
 class ImageTool(abc.ABC):
@@ -115,6 +100,7 @@ async def _run(*argv: str, log: Path | None = None, timeout: float = 120.0) -> t
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=dies_with_parent(),  # a forced exit leaves no tool running
         )
     except OSError as exc:
         if fh is not None:
@@ -146,58 +132,26 @@ class Buildah(ImageTool):
     async def build(
         self, context: Path, tag: str, log: Path, timeout: float, network: bool = False
     ) -> str:
-        from crucible.sandboxes.local import buildiso, builduser
+        from crucible.sandboxes.local import buildahbuild, buildiso, builduser
 
         dockerfile = context / "Dockerfile"
         buildiso.refuse_host_mounts(dockerfile)
         if not buildiso.rootful():  # this user's own rootless Buildah and storage
-            return await self._build(context, tag, log, timeout, network, None, None)
+            return await buildahbuild.build(
+                self.path, context, tag, log, timeout, network, None, None
+            )
         user = builduser.require_user()
         stage = await asyncio.to_thread(builduser.Stage, user)
         try:
             ctx = await asyncio.to_thread(stage.context, context)
             await builduser.hand_bases(stage, self.path, dockerfile.read_text(errors="replace"))
-            image_id = await self._build(ctx, tag, log, timeout, network, user, stage)
+            image_id = await buildahbuild.build(
+                self.path, ctx, tag, log, timeout, network, user, stage
+            )
             await builduser.hand_back(stage, self.path, image_id, tag)
             return image_id
         finally:
             await asyncio.to_thread(stage.close)
-
-    async def _build(
-        self,
-        context: Path,
-        tag: str,
-        log: Path,
-        timeout: float,
-        network: bool,
-        user: Any,
-        stage: Any,
-    ) -> str:
-        from crucible.sandboxes.local import buildiso
-
-        iid = (stage.out / "iid") if stage is not None else log.with_suffix(".iid")
-        argv = [*(user.prefix() if user else []), self.path, "build"]
-        argv += [*buildiso.build_options(network), "--pull-never", "--layers"]
-        # --http-proxy=false: Buildah hands the host's proxy variables (often a URL with
-        # the operator's credentials) to every RUN step, a task author's code.
-        argv += ["--http-proxy=false"]
-        argv += ["-f", str(context / "Dockerfile"), "-t", tag, "--iidfile", str(iid), str(context)]
-        try:
-            rc = await buildiso.run_build(argv, network, log, timeout, user.env() if user else None)
-        except TimeoutError:
-            raise build_failed(
-                f"the build took more than {timeout:g}s (build_timeout_sec)", log
-            ) from None
-        if rc != 0:
-            raise build_failed(f"buildah exited with {rc}", log)
-        try:
-            # The user wrote it: read without following a link it may have left there.
-            text = stage.read_out("iid") if stage is not None else iid.read_text()
-            return text.strip().removeprefix("sha256:")
-        except OSError as exc:
-            raise SandboxFailed(f"buildah reported no image id: {exc}") from exc
-        finally:
-            iid.unlink(missing_ok=True)
 
     async def _inspect(self, ref: str) -> dict[str, Any] | None:
         rc, out = await _run(self.path, "inspect", "--type", "image", ref)
@@ -264,9 +218,11 @@ class Docker(ImageTool):
         job = asyncio.ensure_future(asyncio.to_thread(self._build, context, tag, log, ctl, network))
         try:
             error = await asyncio.wait_for(asyncio.shield(job), timeout)
-        except TimeoutError:
+        except (TimeoutError, asyncio.CancelledError) as exc:
             ctl.abort()  # cutting the stream makes the engine cancel the build
             await asyncio.gather(job, return_exceptions=True)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
             raise build_failed(
                 f"the build took more than {timeout:g}s (build_timeout_sec)", log
             ) from None

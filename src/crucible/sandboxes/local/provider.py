@@ -31,7 +31,7 @@ from crucible.sandboxes.base import (
     SandboxSpec,
     refuse_compose,
 )
-from crucible.sandboxes.local import hostuid
+from crucible.sandboxes.local import buildahbuild, hostuid
 from crucible.sandboxes.local.bwrap import bwrap_version, etc_snapshot, find_bwrap
 from crucible.sandboxes.local.cgroups import CgroupSupport, detect
 from crucible.sandboxes.local.gpus import gpu_count, gpu_devices
@@ -81,6 +81,7 @@ class LocalProvider(Provider):
             self.cgroups = detect()
         self.bash = find_bash()
         self.images = Userlands(userland, image_tool, base_image, self.runtime_dir, self.bash)
+        self.images.store.gate = lambda: self.build_gate  # the job's builds, one limit
         # Image mode never runs as host root either: its trees and layers go to the image uid.
         self.images.sandbox_host_uid = hostuid.image_uid()
         self._caps: ProviderCapabilities | None = None
@@ -232,6 +233,7 @@ class LocalProvider(Provider):
         job = safe_name(job_id) if job_id else None
         found = await asyncio.to_thread(kill_marked, job)
         gone = 0 if job_id else await asyncio.to_thread(self.images.gc)  # unused image trees
+        gone += 0 if job_id else await buildahbuild.sweep()  # dead builds' working containers
         found |= await asyncio.to_thread(remove_stray_cgroups, job)
         for root in (self.fast_dir, self.runtime_dir):
             if not root.is_dir():
