@@ -107,6 +107,7 @@ class LayerStore:
         made = 0
         if not need:
             return 0
+        self.root.mkdir(parents=True, exist_ok=True)
         chunks = archive()
         try:
             reader = io.BufferedReader(ChunkReader(chunks), buffer_size=1 << 20)
