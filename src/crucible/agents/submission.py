@@ -68,9 +68,7 @@ class SubmissionAgent(Agent):
             )
             if not res.ok:
                 msg = f"the patch does not apply: {(res.stdout + res.stderr).strip()[-500:]}"
-                return AgentResult(
-                    exit_code=res.exit_code, error=AgentError(type=INVALID, message=msg)
-                )
+                return AgentResult(exit_code=res.exit_code, error=AgentError(type=INVALID, message=msg))
         return AgentResult(exit_code=0)
 
 

@@ -125,9 +125,7 @@ class ServiceClient:
                 return results
             time.sleep(min(POLL_S, left))
             for i in waiting:
-                got = self._send(
-                    "GET", f"/v1/grade/{quote(results[i].id, safe='')}", params={"wait_s": 0}
-                )
+                got = self._send("GET", f"/v1/grade/{quote(results[i].id, safe='')}", params={"wait_s": 0})
                 results[i] = GradeResult.model_validate(got.json())
 
     # -- sessions ----------------------------------------------------------------
@@ -216,7 +214,5 @@ class AsyncServiceClient:
                 return results
             await asyncio.sleep(min(POLL_S, left))
             for i in waiting:
-                got = await self._send(
-                    "GET", f"/v1/grade/{quote(results[i].id, safe='')}", params={"wait_s": 0}
-                )
+                got = await self._send("GET", f"/v1/grade/{quote(results[i].id, safe='')}", params={"wait_s": 0})
                 results[i] = GradeResult.model_validate(got.json())
