@@ -5,6 +5,7 @@ removes the layers no image names."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import os
@@ -12,7 +13,9 @@ import secrets
 import shutil
 import subprocess
 import tarfile
+import threading
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -97,9 +100,10 @@ async def _run(sb: LocalSandbox, cmd: str) -> str:
 async def test_images_sharing_a_base_share_its_unpacked_layers(
     provider: LocalProvider, envs: tuple[Path, Path]
 ) -> None:
-    a = await provider.create(_spec(envs[0]))
-    b = await provider.create(_spec(envs[1]))
+    # At once, as a job prepares its images: the shared base is still unpacked once.
+    a, b = await asyncio.gather(provider.create(_spec(envs[0])), provider.create(_spec(envs[1])))
     try:
+        assert provider.images.store.layers_made == 5
         assert isinstance(a, LocalSandbox) and isinstance(b, LocalSandbox)
         assert a.image is not None and b.image is not None
         la, lb = a.image.rootfs.layers, b.image.rootfs.layers
@@ -340,3 +344,23 @@ async def test_the_flat_cache_stays_selectable(buildah: None, tmp_path: Path) ->
     finally:
         store.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_images_unpacked_at_once_unpack_their_shared_layer_once(tmp_path: Path) -> None:
+    """Two unpacks that both lack the base (each has computed what it needs) stream it at
+    the same time: one unpacks it, the other finds it made and skips it."""
+    cache = RootfsCache(tmp_path)
+    store = cache.layer_store()
+    both = threading.Barrier(2)
+    ids = [hashlib.sha256(LOWER).hexdigest()]
+
+    def archive() -> Iterator[bytes]:
+        both.wait(timeout=60)  # each has computed its `need` by now
+        yield from _archive([LOWER])
+
+    def lock(digest: str) -> int:
+        return cache.lock(f"layer:{digest}")
+
+    with ThreadPoolExecutor(2) as pool:
+        made = list(pool.map(lambda _: store.unpack(archive, ids, lambda _: None, lock), [1, 2]))
+    assert sorted(made) == [0, 1] and store.dir(ids[0]).is_dir()

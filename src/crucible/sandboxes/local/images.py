@@ -260,6 +260,7 @@ class ImageStore:
                     functools.partial(imagesave.save, tool, image_id),
                     ids,
                     self.cache.chown_tree,
+                    lambda digest: self.cache.lock(f"layer:{digest}{self.cache.suffix}"),
                 )
             tmp = self.cache.root / f".trash-unpack-{_hexid(image_id)[:16]}-{os.getpid()}"
             await asyncio.to_thread(shutil.rmtree, tmp, True)

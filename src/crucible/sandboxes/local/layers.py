@@ -100,9 +100,12 @@ class LayerStore:
         archive: Callable[[], Iterator[bytes]],
         ids: Sequence[str],
         chown: Callable[[Path], None],
+        lock: Callable[[str], int] | None = None,
     ) -> int:
         """Blocking: unpack those of `ids` not yet here from the archive `archive()` streams;
-        `chown` gives a fresh tree to its owner before it is in place. Returns layers made."""
+        `chown` gives a fresh tree to its owner before it is in place. `lock(digest)`: an
+        exclusive lock (an fd) held while a layer the archive names is unpacked, so that
+        images sharing a base, unpacked at once, unpack it once. Returns layers made."""
         need = {hexid(d) for d in ids if not self.dir(d).is_dir()}
         made = 0
         if not need:
@@ -119,9 +122,18 @@ class LayerStore:
                     hint = m.group(1) if m else None
                     if hint not in need and (hint is not None or member.name[-9:] != "layer.tar"):
                         continue  # here already, or no layer (config, manifest)
-                    fh = outer.extractfile(member)
-                    assert fh is not None
-                    got = self._unpack_one(fh, need, hint, chown)
+                    held = lock(hint) if lock is not None and hint is not None else None
+                    try:
+                        if hint is not None and self.dir(hint).is_dir():
+                            need.discard(hint)  # made meanwhile, by another image's unpack
+                            got = None
+                        else:
+                            fh = outer.extractfile(member)
+                            assert fh is not None
+                            got = self._unpack_one(fh, need, hint, chown)
+                    finally:
+                        if held is not None:
+                            os.close(held)
                     if got is not None:
                         need.discard(got)
                         made += 1
