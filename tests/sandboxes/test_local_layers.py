@@ -249,11 +249,32 @@ def test_whiteouts_and_opaque_markers_as_the_overlay_reads_them(tmp_path: Path) 
     [
         [(_m("lib", tarfile.SYMTYPE, "/outside"), None), (_m("lib/evil"), b"x")],
         [(_m("../evil"), b"x")],
-        [(_m("hard", tarfile.LNKTYPE, "../../../outside/secret"), None)],
-        [(_m("lib", tarfile.SYMTYPE, "../../../outside"), None), (_m("lib/.wh.secret"), b"")],
-        [(_m("lib", tarfile.SYMTYPE, "../../../outside"), None), (_m("lib/.wh..wh..opq"), b"")],
+        [(_m("hard", tarfile.LNKTYPE, "../../../../outside/secret"), None)],
+        [(_m("lib", tarfile.SYMTYPE, "../../../../outside"), None), (_m("lib/.wh.secret"), b"")],
+        [(_m("lib", tarfile.SYMTYPE, "../../../../outside"), None), (_m("lib/.wh..wh..opq"), b"")],
+        [  # a folder seen real, then replaced by a link out, then written through
+            (_m("lib", tarfile.DIRTYPE), None),
+            (_m("lib/x"), b"x"),
+            (_m("lib", tarfile.SYMTYPE, "../../../../outside"), None),
+            (_m("lib/evil"), b"x"),
+        ],
+        [  # the same, the folder replaced through a whiteout of it
+            (_m("lib", tarfile.DIRTYPE), None),
+            (_m("lib/x"), b"x"),
+            (_m(".wh.lib"), b""),
+            (_m("lib", tarfile.SYMTYPE, "../../../../outside"), None),
+            (_m("lib/evil"), b"x"),
+        ],
     ],
-    ids=["through-symlink", "dotdot", "hardlink-out", "whiteout-out", "opaque-out"],
+    ids=[
+        "through-symlink",
+        "dotdot",
+        "hardlink-out",
+        "whiteout-out",
+        "opaque-out",
+        "dir-then-link",
+        "dir-whiteout-then-link",
+    ],
 )
 def test_a_hostile_layer_never_reaches_outside(
     tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]]
