@@ -25,7 +25,7 @@ from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.docker.build import env_tag
 from crucible.sandboxes.local.images import ImageStore, RootfsCache, RootfsEntry
 from crucible.sandboxes.local.imagetools import ImageConfig
-from crucible.sandboxes.local.layers import LayerStack, LayerStore
+from crucible.sandboxes.local.layers import LayerStack, LayerStore, stack_ids
 from crucible.sandboxes.local.provider import LocalProvider, LocalSandbox
 from crucible.tasks.loader import tree_digest
 
@@ -385,3 +385,12 @@ def test_images_unpacked_at_once_unpack_their_shared_layer_once(tmp_path: Path) 
     with ThreadPoolExecutor(2) as pool:
         made = list(pool.map(lambda _: store.unpack(archive, ids, lambda _: None, lock), [1, 2]))
     assert sorted(made) == [0, 1] and store.dir(ids[0]).is_dir()
+
+
+def test_a_stack_too_long_for_one_mount_is_unpacked_flat(tmp_path: Path) -> None:
+    """bwrap's overlay options fit in one page: an image of many layers cannot be stacked
+    (images.py then unpacks it flat); a layer listed twice is stacked once, at its top place."""
+    store = LayerStore(tmp_path / "layers", "-u536870911")
+    ids = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(40)]
+    assert store.fits(ids[:10]) and not store.fits(ids)
+    assert stack_ids([f"sha256:{ids[0]}", ids[1], f"sha256:{ids[0]}"]) == [ids[1], ids[0]]
