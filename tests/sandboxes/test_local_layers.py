@@ -394,3 +394,23 @@ def test_a_stack_too_long_for_one_mount_is_unpacked_flat(tmp_path: Path) -> None
     ids = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(40)]
     assert store.fits(ids[:10]) and not store.fits(ids)
     assert stack_ids([f"sha256:{ids[0]}", ids[1], f"sha256:{ids[0]}"]) == [ids[1], ids[0]]
+
+
+def test_bwraps_overlay_honours_the_markers(tmp_path: Path) -> None:
+    """The layers above, stacked by bubblewrap as a sandbox's are (--overlay-src each, the
+    top one last): the whiteout hides /f, the opaque /d hides the lower /d/old."""
+    from crucible.sandboxes.local.imagemode import overlay_bwrap
+
+    store = LayerStore(tmp_path / "layers", "")
+    ids = _unpack(store, [LOWER, UPPER])
+    argv = [overlay_bwrap(), "--unshare-user", "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64"):
+        if os.path.islink(f"/{name}"):
+            argv += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
+    for i in ids:
+        argv += ["--overlay-src", str(store.dir(i))]
+    argv += ["--tmp-overlay", "/img", "--proc", "/proc", "--dev", "/dev", "--"]
+    script = "cd /img && ls -A . d e && cat d/new e/kept"
+    out = subprocess.run([*argv, "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [".:", "d", "e", "d:", "new", "e:", "added", "kept", "newkept"]
