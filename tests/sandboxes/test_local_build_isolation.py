@@ -280,9 +280,9 @@ def _exposed_setuid_root(cache: Path) -> list[str]:
     folder every user can search (the attacker's loop, below)."""
     found = []
     trees = [(t, t / "rootfs") for t in cache.glob(".trash-unpack-*")]  # a flat unpack
-    trees += [(cache / "layers", t) for t in cache.glob("layers/.tmp-*")]  # a layer's
-    trees += [(t, t / "tree") for t in cache.glob("layers/.tmp-*")]
-    trees += [(t, t) for t in cache.glob("layers/*")]
+    trees += [(cache / ".layers", t) for t in cache.glob(".layers/.tmp-*")]  # a layer's
+    trees += [(t, t / "tree") for t in cache.glob(".layers/.tmp-*")]
+    trees += [(t, t) for t in cache.glob(".layers/*")]
     for tmp, tree in trees:
         try:
             if not all(os.stat(p).st_mode & 0o001 for p in (cache, tmp, tree)):

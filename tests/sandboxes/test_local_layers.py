@@ -110,6 +110,11 @@ async def test_images_sharing_a_base_share_its_unpacked_layers(
         assert len(la) == 4 and len(lb) == 2  # base, COPY, two RUNs / base, COPY
         assert la[0] == lb[0] and os.stat(la[0]).st_ino == os.stat(lb[0]).st_ino
         assert set(la[1:]).isdisjoint(lb[1:])
+        # A crucible from before layers, sharing the cache, sees no flat entry it lacks the
+        # tree of, and its gc() (which skips dot-names) leaves the layers alone.
+        entry_dir = provider.images.store.cache.entry_dir(a.image.rootfs.entry.image_id)
+        assert (entry_dir / "layers.json").is_file() and not (entry_dir / "image.json").exists()
+        assert la[0].parent.name == ".layers"
         # The base is on disk once: the cache holds the two images' five layers, not two trees.
         assert len(list((la[0].parent).glob("[0-9a-f]*"))) == 5
         assert (await _run(b, "cat /nonce-b; test ! -e /nonce-a && echo ok")).endswith("ok\n")
@@ -327,7 +332,7 @@ def test_cleanup_removes_the_layers_no_image_names(tmp_path: Path) -> None:
             image_id=image_id, tool="t", source="s", config=ImageConfig(), created_at="x",
             layers=layers,
         )  # fmt: skip
-        (d / "image.json").write_text(entry.model_dump_json())
+        (d / "layers.json").write_text(entry.model_dump_json())
     held = cache.hold("a" * 64)
     assert held is not None
     try:

@@ -3,14 +3,14 @@
 A content-addressed rootfs cache (default_cache_dir(), shared by every job)
 holds one directory per image id, and one per layer (layers.py):
 
-    <cache>/<image id>/image.json   RootfsEntry: where it came from, its config (ENV, WORKDIR,
+    <cache>/<image id>/layers.json  RootfsEntry: where it came from, its config (ENV, WORKDIR,
                                     USER, ENTRYPOINT, CMD) and its layers; written last, so it
                                     marks a complete entry
-    <cache>/layers/<diff id>/       one layer, unpacked once for every image that has it: an
+    <cache>/.layers/<diff id>/      one layer, unpacked once for every image that has it: an
                                     image's layers are a sandbox's read-only lower layers
-    <cache>/<image id>/rootfs/      instead, the whole tree flat, for an image whose stack is
-                                    too long for one overlay mount (layers.MAX_LOWER_CHARS),
-                                    or a tool that gives no layers
+    <cache>/<image id>/image.json   instead, a flat entry: its whole tree in rootfs/, for an
+    <cache>/<image id>/rootfs/      image whose stack is too long for one overlay mount
+                                    (layers.MAX_LOWER_CHARS), or a tool that gives no layers
     <cache>/by-env/<digest>         the image id a task environment's digest was built into
     <cache>/.locks/                 one flock per key: one build or unpack at a time across processes
 
@@ -46,6 +46,7 @@ from crucible.sandboxes.local.imagetools import (
 )
 from crucible.sandboxes.local.layers import stack_ids
 from crucible.sandboxes.local.rootfs import ENTRY_FILE as ENTRY_FILE
+from crucible.sandboxes.local.rootfs import LAYERED_FILE
 from crucible.sandboxes.local.rootfs import Rootfs as Rootfs
 from crucible.sandboxes.local.rootfs import RootfsCache as RootfsCache
 from crucible.sandboxes.local.rootfs import RootfsEntry as RootfsEntry
@@ -244,7 +245,7 @@ class ImageStore:
             image_id=_hexid(image_id), tool=tool.name, source=source, config=config,
             created_at=datetime.now(UTC).isoformat(), layers=layers,
         )  # fmt: skip
-        (tmp / ENTRY_FILE).write_text(entry.model_dump_json(indent=2))
+        (tmp / (LAYERED_FILE if layers else ENTRY_FILE)).write_text(entry.model_dump_json(indent=2))
         shutil.rmtree(self.cache.entry_dir(image_id), ignore_errors=True)
 
     async def _unpack_layers(

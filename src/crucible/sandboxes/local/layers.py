@@ -1,9 +1,9 @@
 """Image layers in the local rootfs cache: each unpacked once, named by its digest, and
 stacked as the overlay lower directories of every sandbox of every image that has it.
 
-    <cache>/layers/<diff id>-u<owner>/   one layer's tree (safetar.extract_layer: whiteouts
+    <cache>/.layers/<diff id>-u<owner>/  one layer's tree (safetar.extract_layer: whiteouts
                                          and opaque folders as overlayfs reads them)
-    <cache>/layers/.lock                 unpacks hold it shared, gc() exclusive
+    <cache>/.layers/.lock                unpacks hold it shared, gc() exclusive
 
 A layer's name is the sha256 of its uncompressed tar (the image config's
 `rootfs.diff_ids`), checked against the bytes unpacked: an archive cannot file one

@@ -15,7 +15,12 @@ from pydantic import BaseModel, Field
 from crucible.sandboxes.local.imagetools import ImageConfig
 from crucible.sandboxes.local.layers import LayerStack, LayerStore, hexid
 
-ENTRY_FILE = "image.json"
+ENTRY_FILE = "image.json"  # a flat entry's (its tree in rootfs/)
+# A layered entry's. Not image.json, and its layers under a dot-named folder: a crucible
+# from before layers, sharing this cache, then never takes a layered entry for a flat tree
+# it lacks (it unpacks its own), and its gc() leaves the layers alone.
+LAYERED_FILE = "layers.json"
+LAYERS_DIR = ".layers"
 
 
 class RootfsEntry(BaseModel):
@@ -82,7 +87,18 @@ class RootfsCache:
         return self.root / f"{hexid(image_id)}{self.suffix}"
 
     def layer_store(self) -> LayerStore:
-        return LayerStore(self.root / "layers", self.suffix)
+        return LayerStore(self.root / LAYERS_DIR, self.suffix)
+
+    def entry(self, d: Path) -> RootfsEntry | None:
+        """The entry in folder `d` (layered, else flat), None if none is complete there."""
+        for name in (LAYERED_FILE, ENTRY_FILE):
+            try:
+                return RootfsEntry.model_validate_json((d / name).read_text())
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError):
+                return None
+        return None
 
     def chown_tree(self, tree: Path) -> None:
         """Blocking: give every entry of a freshly unpacked tree to `owner` (links not followed)."""
@@ -96,9 +112,8 @@ class RootfsCache:
 
     def get(self, image_id: str) -> Rootfs | None:
         d = self.entry_dir(image_id)
-        try:
-            entry = RootfsEntry.model_validate_json((d / ENTRY_FILE).read_text())
-        except (OSError, ValueError):
+        entry = self.entry(d)
+        if entry is None:
             return None
         if not entry.layers:
             return Rootfs((d / "rootfs",), entry)
@@ -142,7 +157,7 @@ class RootfsCache:
             return 0
         removed = 0
         for d in self.root.iterdir():
-            if d.name.startswith(".") or d.name in ("by-env", "layers") or not d.is_dir():
+            if d.name.startswith(".") or d.name == "by-env" or not d.is_dir():
                 continue
             if d.is_symlink():
                 continue
@@ -167,15 +182,14 @@ class RootfsCache:
                         f.unlink()
         for d in self.root.glob(".trash-*"):  # left by an interrupted gc or unpack
             shutil.rmtree(d, ignore_errors=True)
-        return removed + LayerStore(self.root / "layers", "").gc(self._referenced())
+        return removed + LayerStore(self.root / LAYERS_DIR, "").gc(self._referenced())
 
     def _referenced(self) -> set[str]:
         """The layer dirs the entries left name (each entry's owner suffix is its name's)."""
         names: set[str] = set()
         for d in self.root.iterdir():
-            try:
-                entry = RootfsEntry.model_validate_json((d / ENTRY_FILE).read_text())
-            except (OSError, ValueError):
+            entry = self.entry(d) if d.is_dir() and not d.is_symlink() else None
+            if entry is None:
                 continue
             suffix = d.name.removeprefix(entry.image_id)
             names.update(f"{layer}{suffix}" for layer in entry.layers)
