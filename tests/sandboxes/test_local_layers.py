@@ -6,6 +6,7 @@ removes the layers no image names."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import io
 import os
@@ -419,3 +420,26 @@ def test_bwraps_overlay_honours_the_markers(tmp_path: Path) -> None:
     out = subprocess.run([*argv, "sh", "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [".:", "d", "e", "d:", "new", "e:", "added", "kept", "newkept"]
+
+
+def test_cleanup_asks_which_layers_are_named_only_once_no_unpack_can_start(
+    tmp_path: Path,
+) -> None:
+    """An unpack that finds a layer here and names it in its entry holds the lock shared:
+    gc() reads the entries only once it holds the lock, so none is named behind its back."""
+    store = LayerStore(tmp_path / "layers", "")
+    (layer,) = _unpack(store, [LOWER])
+    seen: list[bool] = []
+
+    def referenced() -> set[str]:
+        fd = os.open(store.root / ".lock", os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            seen.append(False)  # an unpack could start now
+        except BlockingIOError:
+            seen.append(True)
+        finally:
+            os.close(fd)
+        return {store.dir(layer).name}
+
+    assert store.gc(referenced) == 0 and seen == [True] and store.dir(layer).is_dir()

@@ -266,8 +266,12 @@ class ImageStore:
             tmp = self.cache.root / f".trash-unpack-{_hexid(image_id)[:16]}-{os.getpid()}"
             await asyncio.to_thread(shutil.rmtree, tmp, True)
             tmp.mkdir(parents=True)
-            await asyncio.to_thread(self._write_entry, tmp, image_id, tool, source, config, ids)
-            tmp.rename(self.cache.entry_dir(image_id))
+            try:
+                await asyncio.to_thread(self._write_entry, tmp, image_id, tool, source, config, ids)
+                tmp.rename(self.cache.entry_dir(image_id))
+            except BaseException:
+                await asyncio.to_thread(shutil.rmtree, tmp, True)
+                raise
             found = await self._held_entry(image_id)  # held before gc() may see its layers
         finally:
             os.close(share)

@@ -174,9 +174,9 @@ class LayerStore:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def gc(self, referenced: set[str]) -> int:
-        """Remove the layers no entry names (`referenced`: dir names), unless an unpack is
-        under way (it may be about to name any of them)."""
+    def gc(self, referenced: Callable[[], set[str]]) -> int:
+        """Remove the layers no entry names (`referenced()`: their dir names, asked once no
+        unpack is under way: one may be about to name any of them), unless one is."""
         if not self.root.is_dir():
             return 0
         fd = os.open(self.root / ".lock", os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -185,9 +185,9 @@ class LayerStore:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return 0
-            removed = 0
+            removed, keep = 0, referenced()
             for d in self.root.iterdir():
-                if d.name == ".lock" or d.name in referenced or d.is_symlink():
+                if d.name == ".lock" or d.name in keep or d.is_symlink():
                     continue
                 trash = self.root / f".tmp-gc-{d.name}-{os.getpid()}"
                 with contextlib.suppress(OSError):

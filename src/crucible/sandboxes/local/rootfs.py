@@ -182,7 +182,7 @@ class RootfsCache:
                         f.unlink()
         for d in self.root.glob(".trash-*"):  # left by an interrupted gc or unpack
             shutil.rmtree(d, ignore_errors=True)
-        return removed + LayerStore(self.root / LAYERS_DIR, "").gc(self._referenced())
+        return removed + LayerStore(self.root / LAYERS_DIR, "").gc(self._referenced)
 
     def _referenced(self) -> set[str]:
         """The layer dirs the entries left name (each entry's owner suffix is its name's)."""
