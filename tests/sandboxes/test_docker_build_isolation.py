@@ -102,6 +102,8 @@ async def test_local_docker_fallback_build_never_reaches_the_host(
     MADE.append(env_tag(tree_digest(env)))
     log = "".join(p.read_text(errors="replace") for p in (tmp_path / "job").rglob("*.log"))
     assert store.builds_run == 1
-    stored = (rootfs.path / "leaked.txt").read_text() + log
+    leaked = rootfs.stack.find("leaked.txt")
+    assert leaked is not None
+    stored = leaked.read_text() + log
     _assert_nothing_reached(bait, log, stored)
     shutil.rmtree(tmp_path / "rootfs", ignore_errors=True)

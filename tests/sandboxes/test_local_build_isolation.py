@@ -39,6 +39,7 @@ from crucible.sandboxes.base import NetworkMode, SandboxSpec
 from crucible.sandboxes.docker.build import env_tag
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.images import ImageStore, RootfsCache
+from crucible.sandboxes.local.layers import LayerStack
 from crucible.tasks.loader import tree_digest
 
 MADE: list[Path] = []
@@ -58,6 +59,12 @@ def bait(tmp_path: Path) -> Iterator[HostBait]:
         yield b
 
 
+def _read(tree: LayerStack, rel: str) -> str:
+    path = tree.find(rel)
+    assert path is not None, rel
+    return path.read_text()
+
+
 def _env(tmp_path: Path, dockerfile: str | None = None, bait: HostBait | None = None) -> Path:
     if bait is not None:
         env = hostile_env(tmp_path / "task", bait)
@@ -73,8 +80,10 @@ def _env(tmp_path: Path, dockerfile: str | None = None, bait: HostBait | None = 
     return env
 
 
-async def _build(tmp_path: Path, env: Path, network: NetworkMode = "none") -> tuple[Path, str]:
-    """Build and unpack `env` as a trial would; (the unpacked tree, the build log)."""
+async def _build(
+    tmp_path: Path, env: Path, network: NetworkMode = "none"
+) -> tuple[LayerStack, str]:
+    """Build and unpack `env` as a trial would; (the unpacked image, the build log)."""
     store = ImageStore(RootfsCache(tmp_path / "rootfs"), "buildah")
     store.log_dir = tmp_path / "job"
     spec = SandboxSpec(task_name="hostile", dockerfile_dir=env, network=network)
@@ -83,7 +92,7 @@ async def _build(tmp_path: Path, env: Path, network: NetworkMode = "none") -> tu
     finally:
         store.close()
     logs = list((tmp_path / "job" / "builds").glob("*.log"))
-    return rootfs.path, "".join(p.read_text(errors="replace") for p in logs)
+    return rootfs.stack, "".join(p.read_text(errors="replace") for p in logs)
 
 
 @pytest.mark.parametrize("network", ["none", "public"])
@@ -94,7 +103,7 @@ async def test_double_chroot_in_a_run_step_never_reaches_the_host(
     # The step ran (its report is in the log) and reached nothing of the host.
     assert attack_results(log) == NOTHING_REACHED, log[-3000:]
     assert not bait.marker.exists(), "a RUN step wrote a file on the host"
-    assert bait.secret_text not in log and bait.secret_text not in (tree / "leaked.txt").read_text()
+    assert bait.secret_text not in log and bait.secret_text not in _read(tree, "leaked.txt")
     assert bait.victim.poll() is None, "a RUN step killed a host process"
     assert bait.connections() == 0, "a RUN step reached the host's 127.0.0.1"
 
@@ -117,7 +126,8 @@ async def test_build_steps_have_their_own_ids_namespaces_and_network(
     assert rows == [["0", str(uid), "1"], ["1", start, count]] and uid != 0, rows
     assert int(next(ln for ln in log.splitlines() if ln.startswith("PIDS")).split()[1]) < 10
     assert _ifaces(log) == ["lo"], log[-2000:]
-    st = os.stat(tree / "owned")
+    st = tree.lstat("owned")
+    assert st is not None
     assert (st.st_uid, st.st_gid) == (1234, 4321)  # the image's owners, not the host range
     _, log = await _build(tmp_path / "net", _env(tmp_path / "net", dockerfile), "public")
     ifaces = _ifaces(log)
@@ -269,11 +279,15 @@ def _exposed_setuid_root(cache: Path) -> list[str]:
     """What a local user polling the image cache could run: setuid-root files under a
     folder every user can search (the attacker's loop, below)."""
     found = []
-    for tmp in cache.glob(".trash-unpack-*"):
+    trees = [(t, t / "rootfs") for t in cache.glob(".trash-unpack-*")]  # a flat unpack
+    trees += [(cache / ".layers", t) for t in cache.glob(".layers/.tmp-*")]  # a layer's
+    trees += [(t, t / "tree") for t in cache.glob(".layers/.tmp-*")]
+    trees += [(t, t) for t in cache.glob(".layers/*")]
+    for tmp, tree in trees:
         try:
-            if not all(os.stat(p).st_mode & 0o001 for p in (cache, tmp, tmp / "rootfs")):
+            if not all(os.stat(p).st_mode & 0o001 for p in (cache, tmp, tree)):
                 continue
-            for f in os.scandir(tmp / "rootfs" / "s"):
+            for f in os.scandir(tree / "s"):
                 st = f.stat(follow_symlinks=False)
                 if st.st_uid == 0 and st.st_mode & 0o4000 and st.st_mode & 0o001:
                     found.append(f.path)
@@ -311,9 +325,9 @@ async def test_an_image_being_unpacked_never_offers_its_setuid_root_files(
     spy.start()
     try:
         rootfs = await store.resolve(SandboxSpec(task_name="setuid", dockerfile_dir=env))
-        st = os.stat(rootfs.path / "s" / "rootsh")
-        assert st.st_uid == hostuid.IMAGE_UID and not st.st_mode & 0o4000
-        assert os.stat(rootfs.path.parent).st_mode & 0o001  # the sandboxes' uid reaches it
+        st = rootfs.stack.lstat("s/rootsh")
+        assert st is not None and st.st_uid == hostuid.IMAGE_UID and not st.st_mode & 0o4000
+        assert os.stat(rootfs.layers[-1].parent).st_mode & 0o001  # the sandboxes' uid reaches it
     finally:
         stop.set()
         spy.join()

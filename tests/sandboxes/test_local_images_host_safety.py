@@ -44,7 +44,7 @@ async def test_image_sandbox_never_runs_as_host_root(sb: LocalSandbox) -> None:
         assert (uid, gid) == (hostuid.IMAGE_UID, hostuid.IMAGE_UID)
     assert sb.image is not None
     # The image tree and the writable layer belong to that uid: it is root inside.
-    assert os.stat(sb.image.rootfs.path).st_uid == uid
+    assert {os.stat(layer).st_uid for layer in sb.image.rootfs.layers} == {uid}
     assert os.stat(sb.image.layers / "upper").st_uid == uid
     bg = await sb.exec("nohup sleep 300 >/dev/null 2>&1 & echo $!", timeout=10)
     assert bg.ok

@@ -1,16 +1,27 @@
-"""Unpacking a flattened image tar (safetar.py, the Docker tool's path) against hostile
-archives: nothing lands or links outside the tree; links, modes and setuid bits stay."""
+"""Unpacking image tars (safetar.py: a flattened one, the Docker tool's flat path, and one
+layer, the layer cache's) against hostile archives: nothing lands or links outside the
+tree; links, modes and setuid bits stay."""
 
 from __future__ import annotations
 
+import io
 import os
 import tarfile
+from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
 
 import pytest
 
-from crucible.sandboxes.local.safetar import extract_stream
+from crucible.sandboxes.local.safetar import extract_layer, extract_stream
+from crucible.sandboxes.streams import ChunkReader
+
+
+def _layer(chunks: list[bytes], dest: Path) -> None:
+    extract_layer(io.BufferedReader(ChunkReader(chunks)), dest)
+
+
+EXTRACTORS = pytest.mark.parametrize("extract", [extract_stream, _layer], ids=["flat", "layer"])
 
 
 def _tar(*members: tuple[tarfile.TarInfo, bytes | None]) -> list[bytes]:
@@ -43,8 +54,11 @@ def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile
     ],
     ids=["through-symlink", "dotdot", "hardlink-out", "hardlink-through-symlink"],
 )
+@EXTRACTORS
 def test_unpacking_an_image_never_writes_outside(
-    tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]]
+    tmp_path: Path,
+    members: list[tuple[tarfile.TarInfo, bytes | None]],
+    extract: Callable[[list[bytes], Path], None],
 ) -> None:
     """Attack: an image's tar tries to write or link outside the rootfs being unpacked."""
     outside, dest = tmp_path / "outside", tmp_path / "root" / "rootfs"
@@ -52,15 +66,18 @@ def test_unpacking_an_image_never_writes_outside(
     (outside / "secret").write_text("s")
     dest.mkdir(parents=True)
     with pytest.raises(tarfile.FilterError):
-        extract_stream(_tar(*members), dest)
+        extract(_tar(*members), dest)
     assert sorted(p.name for p in outside.iterdir()) == ["secret"]
     assert os.stat(outside / "secret").st_nlink == 1
 
 
-def test_unpacking_keeps_links_modes_and_skips_devices(tmp_path: Path) -> None:
+@EXTRACTORS
+def test_unpacking_keeps_links_modes_and_skips_devices(
+    tmp_path: Path, extract: Callable[[list[bytes], Path], None]
+) -> None:
     setuid = _member("usr/bin/su")
     setuid.mode = 0o4755
-    extract_stream(
+    extract(
         _tar(
             (_member("usr", tarfile.DIRTYPE), None),
             (_member("usr/bin", tarfile.DIRTYPE), None),

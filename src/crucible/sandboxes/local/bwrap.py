@@ -148,9 +148,9 @@ class BwrapLayout:
     sticky: list[str]  # mounts or dirs with mode 1777 (/tmp)
     size: int | None = None  # bytes of each writable tmpfs (None: unbounded)
     as_pid_1: bool = True  # the command is the namespace's init (see local.py)
-    # Image mode (imagemode.py): (image rootfs, upper, work) overlaid as / instead of the
-    # tmpfs root with the host's /usr and the /etc snapshot.
-    overlay: tuple[str, str, str] | None = None
+    # Image mode (imagemode.py): (the image's layers bottom first, upper, work) overlaid as /
+    # instead of the tmpfs root with the host's /usr and the /etc snapshot.
+    overlay: tuple[tuple[str, ...], str, str] | None = None
     uid: int = 0  # the sandbox's one mapped uid and gid (image mode: the image's USER)
     gid: int = 0
     # One-shot sandboxes (oneshot/run.py): files copied in from fds opened by the host (after
@@ -264,8 +264,10 @@ def build_argv(
         argv.append("--unshare-net")
     sized = "--size" in feats
     if layout.overlay is not None:  # image mode: the agent's own layer (imagemode.py)
-        lower, upper, work = layout.overlay
-        argv += ["--overlay-src", lower, "--overlay", upper, work, "/"]
+        lowers, upper, work = layout.overlay
+        for lower in lowers:  # each later one above: the image's top layer last
+            argv += ["--overlay-src", lower]
+        argv += ["--overlay", upper, work, "/"]
     else:
         if sized:
             argv += ["--size", str(ROOT_BYTES)]

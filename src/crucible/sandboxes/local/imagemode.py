@@ -2,7 +2,7 @@
 
 Host mode (bwrap.py) shows every sandbox the host's /usr and a curated /etc.
 A task with environment/Dockerfile or [environment].docker_image runs instead
-on its image's unpacked rootfs (images.py) as the read-only lower layer of an
+on its image's unpacked layers (images.py, layers.py) as the read-only lower layers of an
 overlay whose upper layer is a fresh host directory per sandbox (bubblewrap
 0.11's --overlay): the agent may install packages and edit system files in
 its own trial, never in the shared cache or in another trial, and the host
@@ -50,6 +50,7 @@ from crucible.sandboxes import gradekit, tamper
 from crucible.sandboxes.local import layerdiff
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, bwrap_features, find_bwrap
 from crucible.sandboxes.local.images import Rootfs
+from crucible.sandboxes.local.layers import LayerStack
 
 KIT = "/.crucible-host"  # the host's shells, loader and libraries, read-only
 ENTRYPOINT_LOG = "/var/log/crucible-entrypoint.log"
@@ -187,29 +188,22 @@ def remove_layers(path: Path) -> None:
 # ---- the image's USER --------------------------------------------------------------------
 
 
-def _etc_lines(rootfs: Path, name: str) -> list[list[str]]:
-    """Fields of rootfs/etc/<name>, opened without following links (a link could point
-    at the host's own files)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+def _etc_lines(rootfs: LayerStack, name: str) -> list[list[str]]:
+    """Fields of the image's /etc/<name>, opened without following links (a link could
+    point at the host's own files)."""
     try:
-        root = os.open(rootfs, flags | os.O_DIRECTORY)
-        try:
-            etc = os.open("etc", flags | os.O_DIRECTORY, dir_fd=root)
-            try:
-                fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=etc)
-            finally:
-                os.close(etc)
-        finally:
-            os.close(root)
+        fd = rootfs.open(f"etc/{name}", os.O_RDONLY | os.O_NONBLOCK)
         with os.fdopen(fd, errors="replace") as fh:
             return [line.rstrip("\n").split(":") for line in fh.read(1 << 20).splitlines()]
     except OSError:
         return []
 
 
-def resolve_user(rootfs: Path, user: str) -> tuple[int, int, str]:
+def resolve_user(rootfs: LayerStack | Path, user: str) -> tuple[int, int, str]:
     """(uid, gid, home) of an image's USER (`name`, `uid`, either with `:group`), as
     Docker resolves it against the image's /etc/passwd and /etc/group."""
+    if isinstance(rootfs, Path):  # a flat tree
+        rootfs = LayerStack((rootfs,))
     name, _, group = user.partition(":")
     if name in ("", "root", "0") and not group:
         return 0, 0, "/root"
@@ -251,7 +245,7 @@ class ImageMode:
     @functools.cached_property
     def user(self) -> tuple[int, int, str]:
         """(uid, gid, home) of the image's USER: read once per sandbox."""
-        return resolve_user(self.rootfs.path, self.rootfs.entry.config.user)
+        return resolve_user(self.rootfs.stack, self.rootfs.entry.config.user)
 
     def base_env(self) -> dict[str, str]:
         env = {
@@ -288,7 +282,7 @@ class ImageMode:
         """Host mode's layout, moved onto the image: overlay root, kit bound, no /etc snapshot."""
         self.prepare_layers(layout.size)
         layout.overlay = (
-            str(self.rootfs.path),
+            tuple(map(str, self.rootfs.layers)),
             str(self.layers / "upper"),
             str(self.layers / "work"),
         )
@@ -300,13 +294,14 @@ class ImageMode:
         # the one uid mapped, so the tree (the host's root's files) looks like its own.
         layout.uid, layout.gid, _ = self.user
         layout.ro_binds = {**layout.ro_binds, KIT: str(self.kit), PRELOAD: str(self.kit / "empty")}
-        if not os.path.lexists(self.rootfs.path / PRELOAD.lstrip("/")):
+        image = self.rootfs.stack
+        if image.lstat(PRELOAD) is None:
             self.mount_points.append(PRELOAD)
         # Name resolution as in host mode; the image keeps the rest of its /etc.
         for name in ("hosts", *(("resolv.conf",) if layout.network else ())):
             if (etc_dir / name).exists():
                 layout.ro_binds[f"/etc/{name}"] = str(etc_dir / name)
-                if not os.path.lexists(self.rootfs.path / "etc" / name):
+                if image.lstat(f"/etc/{name}") is None:
                     self.mount_points.append(f"/etc/{name}")  # bwrap makes it in the upper layer
         return layout
 
@@ -333,5 +328,5 @@ class ImageMode:
         (what an added command may shadow)."""
         skip = {*self.mount_points, ENTRYPOINT_LOG}  # made by bwrap or crucible
         homes, path_dirs = (env.get("HOME", "/root"),), tamper.grading_path(env.get("PATH"))
-        upper, lower = self.layers / "upper", self.rootfs.path
+        upper, lower = self.layers / "upper", self.rootfs.stack
         return layerdiff.changes(upper, lower, own, skip, homes, path_dirs)

@@ -1,11 +1,16 @@
 """Task images for the `local` provider: built or found once, unpacked once, shared by all trials.
 
 A content-addressed rootfs cache (default_cache_dir(), shared by every job)
-holds one directory per image id:
+holds one directory per image id, and one per layer (layers.py):
 
-    <cache>/<image id>/rootfs/      the image's root filesystem (a sandbox's read-only lower layer)
-    <cache>/<image id>/image.json   RootfsEntry: where it came from and its config (ENV, WORKDIR,
-                                    USER, ENTRYPOINT, CMD); written last, so it marks a complete entry
+    <cache>/<image id>/layers.json  RootfsEntry: where it came from, its config (ENV, WORKDIR,
+                                    USER, ENTRYPOINT, CMD) and its layers; written last, so it
+                                    marks a complete entry
+    <cache>/.layers/<diff id>/      one layer, unpacked once for every image that has it: an
+                                    image's layers are a sandbox's read-only lower layers
+    <cache>/<image id>/image.json   instead, a flat entry: its whole tree in rootfs/, for an
+    <cache>/<image id>/rootfs/      image whose stack is too long for one overlay mount
+                                    (layers.MAX_LOWER_CHARS), or a tool that gives no layers
     <cache>/by-env/<digest>         the image id a task environment's digest was built into
     <cache>/.locks/                 one flock per key: one build or unpack at a time across processes
 
@@ -14,29 +19,25 @@ however many trials ask at once (as the docker provider's ImageCache does); a
 failed build is the task's (`TaskInvalid`, remembered for the job), a tool or
 engine failure is not. Every provider holds a shared lock on the entries it
 uses, so `gc()` (run by `crucible sandboxes cleanup`) removes only entries no
-job is using. The tools themselves live in imagetools.py."""
+job is using, and then the layers no entry names. The tools themselves live in imagetools.py."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import functools
-import hashlib
 import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-
-from pydantic import BaseModel
 
 from crucible.errors import ResourcesUnavailable, SandboxFailed, TaskInvalid
 from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.buildgate import own_gate
 from crucible.sandboxes.docker.build import env_tag, spec_image_key
+from crucible.sandboxes.local import imagesave
 from crucible.sandboxes.local.imagetools import (
     INSTALL_HINT,
     ImageConfig,
@@ -44,159 +45,27 @@ from crucible.sandboxes.local.imagetools import (
     find_tool,
     find_tools,
 )
+from crucible.sandboxes.local.layers import stack_ids
+from crucible.sandboxes.local.rootfs import ENTRY_FILE as ENTRY_FILE
+from crucible.sandboxes.local.rootfs import LAYERED_FILE
+from crucible.sandboxes.local.rootfs import Rootfs as Rootfs
+from crucible.sandboxes.local.rootfs import RootfsCache as RootfsCache
+from crucible.sandboxes.local.rootfs import RootfsEntry as RootfsEntry
+from crucible.sandboxes.local.rootfs import default_cache_dir as default_cache_dir
+from crucible.sandboxes.local.rootfs import hexid as _hexid
 from crucible.tasks.taskfs import refuse_context
 
 log = logging.getLogger(__name__)
 
-ENTRY_FILE = "image.json"
 PROGRESS_EVERY_SEC = 15.0
-
-
-class RootfsEntry(BaseModel):
-    schema_version: int = 1
-    image_id: str
-    tool: str
-    source: str  # "build <env digest>" or "image <ref>"
-    config: ImageConfig
-    created_at: str
-
-
-@dataclass(frozen=True)
-class Rootfs:
-    path: Path  # the tree to use as /
-    entry: RootfsEntry
-
-
-def default_cache_dir() -> Path:
-    """Shared by every job of this user: CRUCIBLE_ROOTFS_DIR, else /var/cache/crucible/rootfs
-    for root (world-traversable, unlike /root), else ~/.cache/crucible/rootfs."""
-    env = os.environ.get("CRUCIBLE_ROOTFS_DIR")
-    if env:
-        return Path(env)
-    if os.geteuid() == 0:
-        return Path("/var/cache/crucible/rootfs")
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "crucible" / "rootfs"
-
-
-def _hexid(value: str) -> str:
-    return value.removeprefix("sha256:")
-
-
-def _flock(path: Path, how: int, *, create: bool = False) -> int:
-    """Lock a directory (an entry) or a lock file (made when `create`)."""
-    flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_CREAT if create else os.O_DIRECTORY)
-    fd = os.open(path, flags, 0o600)
-    try:
-        fcntl.flock(fd, how)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-class RootfsCache:
-    """The directory layout above; blocking helpers, run on threads by ImageStore.
-
-    `owner`: the host uid a sandbox's one mapped uid stands for; every file of an unpacked
-    tree is given to it (a file of any other owner would be nobody's inside), and the
-    entry is named `<image id>-u<owner>`. None keeps the image's owners.
-    """
-
-    def __init__(self, root: Path, owner: int | None = None) -> None:
-        self.root = root
-        self.owner = owner
-
-    def entry_dir(self, image_id: str) -> Path:
-        suffix = "" if self.owner is None else f"-u{self.owner}"
-        return self.root / f"{_hexid(image_id)}{suffix}"
-
-    def chown_tree(self, tree: Path) -> None:
-        """Blocking: give every entry of a freshly unpacked tree to `owner` (links not followed)."""
-        if self.owner is None:
-            return
-        uid = gid = self.owner
-        os.lchown(tree, uid, gid)
-        for dirpath, dirnames, filenames in os.walk(tree):
-            for name in dirnames + filenames:
-                os.lchown(os.path.join(dirpath, name), uid, gid)
-
-    def get(self, image_id: str) -> Rootfs | None:
-        d = self.entry_dir(image_id)
-        try:
-            entry = RootfsEntry.model_validate_json((d / ENTRY_FILE).read_text())
-        except (OSError, ValueError):
-            return None
-        return Rootfs(d / "rootfs", entry)
-
-    def env_image(self, digest: str) -> str | None:
-        with contextlib.suppress(OSError):
-            return (self.root / "by-env" / _hexid(digest)).read_text().strip() or None
-        return None
-
-    def set_env_image(self, digest: str, image_id: str) -> None:
-        d = self.root / "by-env"
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{_hexid(digest)}.{os.getpid()}"
-        tmp.write_text(_hexid(image_id))
-        tmp.replace(d / _hexid(digest))
-
-    def lock(self, key: str) -> int:
-        """Blocking: an exclusive lock for building or unpacking `key` (close the fd to release)."""
-        d = self.root / ".locks"
-        d.mkdir(parents=True, exist_ok=True)
-        return _flock(
-            d / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.lock", fcntl.LOCK_EX, create=True
-        )
-
-    def hold(self, image_id: str) -> int | None:
-        """Blocking: a shared lock that keeps gc() off this entry; None if it vanished."""
-        try:
-            fd = _flock(self.entry_dir(image_id), fcntl.LOCK_SH)
-        except FileNotFoundError:
-            return None
-        if self.get(image_id) is None:  # gc() removed it before we locked
-            os.close(fd)
-            return None
-        return fd
-
-    def gc(self) -> int:
-        """Remove every entry no provider holds, and index files that point nowhere."""
-        if not self.root.is_dir():
-            return 0
-        removed = 0
-        for d in self.root.iterdir():
-            if d.name.startswith(".") or d.name == "by-env" or not d.is_dir() or d.is_symlink():
-                continue
-            try:
-                fd = _flock(d, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # in use by a running job
-            except OSError:
-                continue
-            try:
-                trash = self.root / f".trash-{d.name}-{os.getpid()}"
-                d.rename(trash)
-            finally:
-                os.close(fd)
-            shutil.rmtree(trash, ignore_errors=True)
-            removed += 1
-        index = self.root / "by-env"
-        if index.is_dir():
-            for f in index.iterdir():
-                with contextlib.suppress(OSError):
-                    if self.get(f.read_text().strip()) is None:
-                        f.unlink()
-        for d in self.root.glob(".trash-*"):  # left by an interrupted gc or unpack
-            shutil.rmtree(d, ignore_errors=True)
-        return removed
 
 
 class ImageStore:
     """Resolves specs to unpacked rootfs trees for one provider, each key at most once."""
 
-    def __init__(self, cache: RootfsCache, tool: str = "auto") -> None:
+    def __init__(self, cache: RootfsCache, tool: str = "auto", layered: bool = True) -> None:
         self.cache = cache
+        self.layered = layered  # False: every image unpacked flat, as before layers.py
         self.tool_pref = tool
         self.log_dir: Path | None = None  # the job folder, when the engine tells the provider
         self._tool: ImageTool | None = None
@@ -204,6 +73,7 @@ class ImageStore:
         self._held: dict[str, int] = {}
         self.builds_run = 0  # builds actually started (tests check the once-per-digest rule)
         self.unpacks_run = 0
+        self.layers_made = 0
         # A few unpacks at a time; builds wait on the job's gate (buildgate.py), a provider's.
         self._busy = asyncio.Semaphore(max(1, (os.cpu_count() or 2) // 2))
         self.gate = own_gate()
@@ -336,6 +206,11 @@ class ImageStore:
             say, started = _progress(), time.monotonic()
             say(f"unpacking image {_hexid(image_id)[:12]} ({source}) into {self.cache.root}")
             config = await tool.config(image_id)
+            ids = stack_ids(await imagesave.layer_ids(tool, image_id) or [])
+            if self.layered and ids and self.cache.layer_store().fits(ids):
+                found = await self._unpack_layers(tool, image_id, source, config, ids)
+                say(f"unpacked image {_hexid(image_id)[:12]} in {time.monotonic() - started:.1f}s")
+                return found
             final = self.cache.entry_dir(image_id)
             tmp = self.cache.root / f".trash-unpack-{_hexid(image_id)[:16]}-{os.getpid()}"
             await asyncio.to_thread(shutil.rmtree, tmp, True)
@@ -348,15 +223,7 @@ class ImageStore:
                     await tool.export(image_id, tmp / "rootfs")
                 await asyncio.to_thread(self.cache.chown_tree, tmp / "rootfs")
                 tmp.chmod(0o755)
-                entry = RootfsEntry(
-                    image_id=_hexid(image_id),
-                    tool=tool.name,
-                    source=source,
-                    config=config,
-                    created_at=datetime.now(UTC).isoformat(),
-                )
-                (tmp / ENTRY_FILE).write_text(entry.model_dump_json(indent=2))
-                await asyncio.to_thread(shutil.rmtree, final, True)
+                await asyncio.to_thread(self._write_entry, tmp, image_id, tool, source, config, [])
                 tmp.rename(final)
                 say(f"unpacked image {_hexid(image_id)[:12]} in {time.monotonic() - started:.1f}s")
             except BaseException:
@@ -365,6 +232,49 @@ class ImageStore:
         finally:
             os.close(lock)
         found = await self._held_entry(image_id)
+        if found is None:
+            raise SandboxFailed(f"the unpacked image {image_id[:12]} vanished")
+        return found
+
+    def _write_entry(
+        self, tmp: Path, image_id: str, tool: ImageTool, source: str, config: ImageConfig,
+        layers: list[str],
+    ) -> None:  # fmt: skip
+        """Blocking: write tmp's entry file and clear the entry's place for tmp's rename."""
+        entry = RootfsEntry(
+            image_id=_hexid(image_id), tool=tool.name, source=source, config=config,
+            created_at=datetime.now(UTC).isoformat(), layers=layers,
+        )  # fmt: skip
+        (tmp / (LAYERED_FILE if layers else ENTRY_FILE)).write_text(entry.model_dump_json(indent=2))
+        shutil.rmtree(self.cache.entry_dir(image_id), ignore_errors=True)
+
+    async def _unpack_layers(
+        self, tool: ImageTool, image_id: str, source: str, config: ImageConfig, ids: list[str]
+    ) -> Rootfs:
+        """The layers the cache lacks, unpacked from the tool's archive; then the entry."""
+        store = self.cache.layer_store()
+        share = await asyncio.to_thread(store.share)  # gc() leaves every layer alone meanwhile
+        try:
+            async with self._busy:
+                self.layers_made += await asyncio.to_thread(
+                    store.unpack,
+                    functools.partial(imagesave.save, tool, image_id),
+                    ids,
+                    self.cache.chown_tree,
+                    lambda digest: self.cache.lock(f"layer:{digest}{self.cache.suffix}"),
+                )
+            tmp = self.cache.root / f".trash-unpack-{_hexid(image_id)[:16]}-{os.getpid()}"
+            await asyncio.to_thread(shutil.rmtree, tmp, True)
+            tmp.mkdir(parents=True)
+            try:
+                await asyncio.to_thread(self._write_entry, tmp, image_id, tool, source, config, ids)
+                tmp.rename(self.cache.entry_dir(image_id))
+            except BaseException:
+                await asyncio.to_thread(shutil.rmtree, tmp, True)
+                raise
+            found = await self._held_entry(image_id)  # held before gc() may see its layers
+        finally:
+            os.close(share)
         if found is None:
             raise SandboxFailed(f"the unpacked image {image_id[:12]} vanished")
         return found

@@ -1,5 +1,6 @@
 """The changes an image-mode sandbox made, read from its overlay's upper layer (the
-sandbox's to shape, so never through a link) against the image's tree (its lower layer).
+sandbox's to shape, so never through a link) against the image's tree (its lower layers,
+read as the overlay shows them: layers.LayerStack).
 
 A file in the upper layer is added, or modified when the image has one there; a whiteout
 (a 0/0 character device) is a removed file of the image; an opaque directory (made anew
@@ -17,11 +18,12 @@ from pathlib import Path
 
 from crucible.records.tamper import ChangeKind, SystemChange, TamperRecord
 from crucible.sandboxes import tamper
+from crucible.sandboxes.local.layers import LayerStack
 
 
 def changes(
     upper: Path,
-    lower: Path,
+    lower: LayerStack,
     own: list[str],
     skip: set[str],
     homes: tuple[str, ...] = (),
@@ -40,7 +42,7 @@ def changes(
 
     @functools.cache  # an added package asks after the same few names once per file
     def in_image(path: str) -> bool:
-        return _lstat_below(lower, path) is not None
+        return lower.lstat(path) is not None
 
     def classify(
         path: str,
@@ -54,24 +56,12 @@ def changes(
     for dirpath, dirnames, filenames, dirfd in os.fwalk(upper, follow_symlinks=False):
         relpath = os.path.relpath(dirpath, upper)
         base = "" if relpath == "." else "/" + relpath
-        image_dir = _open_below(lower, base)  # the image's folder here, once per folder
-        try:
-            seen += _folder(
-                base,
-                dirnames,
-                filenames,
-                dirfd,
-                image_dir,
-                mine,
-                skip,
-                in_image,
-                found,
-                home,
-                classify,
-            )
-        finally:
-            if image_dir is not None:
-                os.close(image_dir)
+        was = lower.lstat(base) if base else None
+        has_dir = not base or (was is not None and stat.S_ISDIR(was.st_mode))
+        seen += _folder(
+            base, dirnames, filenames, dirfd, lower if has_dir else None, mine, skip, in_image, found,
+            home, classify,
+        )  # fmt: skip
         if seen >= tamper.WALK_CAP:
             return tamper.record(found, walk_cut=True)
     return tamper.record(found)
@@ -82,7 +72,7 @@ def _folder(
     dirnames: list[str],
     filenames: list[str],
     dirfd: int,
-    image_dir: int | None,
+    image_dir: LayerStack | None,
     mine: Callable[[str], bool],
     skip: set[str],
     in_image: Callable[[str], bool],
@@ -90,16 +80,11 @@ def _folder(
     home: Callable[[str], bool],
     classify: Callable[..., SystemChange],
 ) -> int:
-    """The changes of one folder of the upper layer (`image_dir`: the image's same folder,
-    None when it has none); prunes `dirnames` to the folders to walk. Returns entries seen."""
+    """The changes of one folder of the upper layer (`image_dir`: the image, None when it
+    has no such folder); prunes `dirnames` to the folders to walk. Returns entries seen."""
 
     def image(name: str) -> os.stat_result | None:
-        if image_dir is None:
-            return None
-        try:
-            return os.lstat(name, dir_fd=image_dir)
-        except OSError:
-            return None
+        return None if image_dir is None else image_dir.lstat(f"{base}/{name}")
 
     keep = []
     mark = len(found)
@@ -138,24 +123,6 @@ def _folder(
     return len(filenames) + len(dirnames)
 
 
-def _open_below(root: Path, rel: str) -> int | None:
-    """An O_PATH fd on root/rel, reached without following any link (None: no such folder)."""
-    flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
-    try:
-        fd = os.open(root, flags)
-    except OSError:
-        return None
-    try:
-        for name in [p for p in rel.split("/") if p]:
-            nxt = os.open(name, flags, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
-
-
 def _opaque(dirfd: int, name: str) -> bool:
     """An overlay directory made anew over the image's (its old contents hidden)."""
     for attr in ("user.overlay.opaque", "trusted.overlay.opaque"):
@@ -165,25 +132,3 @@ def _opaque(dirfd: int, name: str) -> bool:
         except OSError:
             continue
     return False
-
-
-def _lstat_below(root: Path, rel: str) -> os.stat_result | None:
-    """The lstat of root/rel, reached without following any link on the way (None: absent)."""
-    parts = [p for p in rel.split("/") if p]
-    if not parts:
-        return None
-    flags = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
-    try:
-        fd = os.open(root, flags)
-    except OSError:
-        return None
-    try:
-        for name in parts[:-1]:
-            nxt = os.open(name, flags, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        return os.lstat(parts[-1], dir_fd=fd)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)

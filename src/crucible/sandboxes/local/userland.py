@@ -83,9 +83,10 @@ class Userlands:
         if self._kit is None:  # once per provider: the host's shells do not change mid-job
             self._kit = await asyncio.to_thread(host_kit, self.runtime_dir, self.bash)
         owner = self.sandbox_host_uid
-        if owner is not None and owner != os.geteuid() and rootfs.path not in self._reachable:
+        top = rootfs.layers[-1]  # every layer of the stack has the same parents
+        if owner is not None and owner != os.geteuid() and top not in self._reachable:
             # bwrap runs as that uid: it must search every directory on the way to the tree.
-            for d in reversed(rootfs.path.parents):
+            for d in reversed(top.parents):
                 if not os.stat(d).st_mode & stat.S_IXOTH:
                     raise SandboxFailed(
                         f"the sandboxes' host uid {owner} cannot reach the image cache: "
@@ -93,7 +94,7 @@ class Userlands:
                         hint="make it o+x, or set CRUCIBLE_ROOTFS_DIR to a directory whose "
                         "parents are",
                     )
-            self._reachable.add(rootfs.path)
+            self._reachable.add(top)
         return ImageMode(rootfs, layers, self._kit, owner=self.sandbox_host_uid)
 
     def gc(self) -> int:
