@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.helpers.wait import wait_until
 
 from crucible.engine.request import RunRequest
 from crucible.sandboxes.base import Sandbox, SandboxSpec
@@ -25,6 +24,7 @@ from crucible.serve.service import GradeService
 from crucible.serve.session_ops import SessionLimits
 from crucible.serve.sessions import SessionManager
 from crucible.serve.wiring import SessionOptions
+from tests.helpers.wait import wait_until
 
 # What the examples' hello-file checks: /app/hello.txt holding exactly this line.
 HELLO = "Hello, crucible!\n"

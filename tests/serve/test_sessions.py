@@ -37,7 +37,7 @@ def session_task(
     root.mkdir(parents=True)
     (root / "task.toml").write_text(
         f'schema_version = "1.1"\n[agent]\ntimeout_sec = {agent_timeout}\n'
-        '[verifier]\ntimeout_sec = 60\n'
+        "[verifier]\ntimeout_sec = 60\n"
         '[environment]\nnetwork_mode = "' + network + '"\n' + toml
     )
     (root / "instruction.md").write_text("Write /app/hello.txt.\n")
@@ -180,7 +180,10 @@ def test_session_count_is_capped(tmp_path: Path) -> None:
 
 def test_sessions_hold_slots_of_the_concurrency_budget(tmp_path: Path) -> None:
     task = session_task(tmp_path)
-    with service_thread(tmp_path, [task.path], concurrency=1) as srv, ServiceClient(srv.url, srv.token) as c:
+    with (
+        service_thread(tmp_path, [task.path], concurrency=1) as srv,
+        ServiceClient(srv.url, srv.token) as c,
+    ):
         first = c.open_session("hello")
         assert srv.manager.slots.locked()
         second: list[str] = []

@@ -139,7 +139,10 @@ def test_download_reads_nothing_the_agent_could_not(tmp_path: Path) -> None:
 @pytest.mark.parametrize("network", ["no-network", "public"])
 def test_sandbox_cannot_reach_the_service(tmp_path: Path, network: str) -> None:
     task = session_task(tmp_path, network=network)
-    with service_thread(tmp_path / "srv", [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with (
+        service_thread(tmp_path / "srv", [task.path]) as srv,
+        ServiceClient(srv.url, srv.token) as c,
+    ):
         port = srv.url.rsplit(":", 1)[1]
         assert httpx.get(f"{srv.url}/v1/sessions/x").status_code == 401  # it listens, here
         s = c.open_session("hello")
