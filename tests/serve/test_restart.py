@@ -185,3 +185,42 @@ async def test_a_grade_killed_after_its_trial_finished_is_not_run_again(
         assert trial_record.read_text() == trial_text
         assert (again["status"], again["reward"], again["cached"]) == ("ok", 1.0, True)
         assert again["trial"] == first["trial"]
+
+
+def test_kill_9_then_restart_ends_the_open_sessions(tmp_path: Path, job: str):
+    from crucible.store.index import Index
+    from crucible.trainers.client import ServiceClient, ServiceError
+
+    hello = write_task(tmp_path / "tasks", "hello")
+    jobs = tmp_path / "jobs"
+    first = _serve([hello], jobs, job, "-c", "2")
+    try:
+        info = _started(first)
+        with ServiceClient(info["url"], info["token"]) as c:
+            done = c.open_session("hello")
+            c.upload(done.id, "hello.txt", "Hello, crucible!\n")
+            graded = c.grade_session(done.id)
+            assert graded.reward == 1.0
+            left = c.open_session("hello")  # open when the kill comes
+            assert c.exec(left.id, "touch /app/mine").exit_code == 0
+        wait_until(lambda: len(_processes_of(job)) > 0, "the open session's sandbox")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.communicate()
+    second = _serve([hello], jobs, job)
+    try:
+        info = _started(second)
+        assert _processes_of(job) == []  # its sandbox was removed by the startup cleanup
+        with ServiceClient(info["url"], info["token"]) as c:
+            for call in (lambda: c.exec(left.id, "ls"), lambda: c.grade_session(left.id)):
+                with pytest.raises(ServiceError) as gone:
+                    call()
+                assert gone.value.status == 404
+        _terminate(second)
+    finally:
+        _kill(second)
+    assert "sandbox(es) an earlier run of this job left" in (jobs / job / "job.log").read_text()
+    index = Index(jobs, readonly=True)
+    rows = {row["trial_name"]: row["outcome"] for row in index.trials(job)}
+    index.close()
+    assert graded.trial is not None and rows == {graded.trial.split("/")[1]: "graded"}

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.helpers.session_server import session_server
+from tests.helpers.serving import service_thread
 from tests.helpers.wait import wait_until
 
 from crucible.records.serve import GradeStatus
@@ -31,11 +31,13 @@ def session_task(
     toml: str = "",
     name: str = "hello",
     network: str = "no-network",
+    agent_timeout: float = 600,
 ) -> Task:
     root = root / name
     root.mkdir(parents=True)
     (root / "task.toml").write_text(
-        'schema_version = "1.1"\n[agent]\ntimeout_sec = 600\n[verifier]\ntimeout_sec = 60\n'
+        f'schema_version = "1.1"\n[agent]\ntimeout_sec = {agent_timeout}\n'
+        "[verifier]\ntimeout_sec = 60\n"
         '[environment]\nnetwork_mode = "' + network + '"\n' + toml
     )
     (root / "instruction.md").write_text("Write /app/hello.txt.\n")
@@ -50,7 +52,7 @@ def result_json(job_dir: Path) -> list[dict[str, object]]:
 
 def test_multi_turn_session_graded_like_a_trial(tmp_path: Path) -> None:
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         info = c.open_session("hello", task_hash=task.digest)
         assert info.task_hash == task.digest and info.workdir == "/app"
         # several turns, each seeing the state the last one left
@@ -83,7 +85,7 @@ def test_multi_turn_session_graded_like_a_trial(tmp_path: Path) -> None:
 
 def test_wrong_solution_is_zero(tmp_path: Path) -> None:
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         s = c.open_session("hello")
         c.upload(s.id, "/app/hello.txt", "Hello, world!\n")
         r = c.grade_session(s.id)
@@ -92,7 +94,7 @@ def test_wrong_solution_is_zero(tmp_path: Path) -> None:
 
 def test_close_without_grade_cancels_the_trial(tmp_path: Path) -> None:
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         s = c.open_session("hello")
         c.exec(s.id, "touch /app/x")
         c.close_session(s.id)
@@ -108,7 +110,7 @@ def test_close_without_grade_cancels_the_trial(tmp_path: Path) -> None:
 
 def test_idle_session_is_torn_down(tmp_path: Path) -> None:
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         s = c.open_session("hello", idle_timeout_s=0.2)
         wait_until(lambda: not srv.manager.live, "the idle session to be torn down")
         wait_until(lambda: not srv.provider._live, "its sandbox to close")
@@ -120,9 +122,8 @@ def test_idle_session_is_torn_down(tmp_path: Path) -> None:
 
 
 def test_agent_timeout_grades_the_session_as_it_stands(tmp_path: Path) -> None:
-    task = session_task(tmp_path, toml="")
-    task.config.agent.timeout_sec = 1.0  # the session outlives its agent timeout
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    task = session_task(tmp_path, agent_timeout=1.0)  # the session outlives it
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         s = c.open_session("hello")
         c.upload(s.id, "hello.txt", "Hello, crucible!\n")
         wait_until(lambda: s.id in srv.manager.finished, "the session to be graded by its timeout")
@@ -134,7 +135,7 @@ def test_agent_timeout_grades_the_session_as_it_stands(tmp_path: Path) -> None:
 
 def test_exec_timeout_kills_the_command(tmp_path: Path) -> None:
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         s = c.open_session("hello")
         r = c.exec(s.id, "echo started; sleep 1000", timeout_s=0.5)
         assert r.timed_out and r.stdout.startswith("started")
@@ -144,7 +145,7 @@ def test_exec_timeout_kills_the_command(tmp_path: Path) -> None:
 def test_caps_output_upload_download(tmp_path: Path) -> None:
     task = session_task(tmp_path)
     limits = SessionLimits(output_cap=1000, upload_max=1000, download_max=1000)
-    with session_server(tmp_path, [task], limits=limits) as srv, \
+    with service_thread(tmp_path, [task.path], limits=limits) as srv, \
             ServiceClient(srv.url, srv.token) as c:  # fmt: skip
         s = c.open_session("hello")
         r = c.exec(s.id, "head -c 100000 /dev/zero | tr '\\0' a")
@@ -167,7 +168,7 @@ def test_caps_output_upload_download(tmp_path: Path) -> None:
 
 def test_session_count_is_capped(tmp_path: Path) -> None:
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task], max_sessions=2) as srv, \
+    with service_thread(tmp_path, [task.path], max_sessions=2) as srv, \
             ServiceClient(srv.url, srv.token) as c:  # fmt: skip
         a, _ = c.open_session("hello"), c.open_session("hello")
         with pytest.raises(ServiceError) as over:
@@ -179,7 +180,10 @@ def test_session_count_is_capped(tmp_path: Path) -> None:
 
 def test_sessions_hold_slots_of_the_concurrency_budget(tmp_path: Path) -> None:
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task], slots=1) as srv, ServiceClient(srv.url, srv.token) as c:
+    with (
+        service_thread(tmp_path, [task.path], concurrency=1) as srv,
+        ServiceClient(srv.url, srv.token) as c,
+    ):
         first = c.open_session("hello")
         assert srv.manager.slots.locked()
         second: list[str] = []
@@ -194,7 +198,7 @@ def test_sessions_hold_slots_of_the_concurrency_budget(tmp_path: Path) -> None:
 
 def test_unknown_and_foreign_ids_are_404(tmp_path: Path) -> None:
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         mine = c.open_session("hello")
         assert len(mine.id) >= 32
         c.exec(mine.id, "touch /app/mine")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.helpers.session_server import session_server
+from tests.helpers.serving import service_thread
 from tests.helpers.wait import wait_until
 from tests.serve.test_sessions import session_task
 
@@ -30,7 +30,7 @@ def grade_after(
     tmp_path: Path, *commands: str, test: str | None = None, toml: str = ""
 ) -> float | None:
     task = session_task(tmp_path, toml=toml, **({"test": test} if test else {}))
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         s = c.open_session("hello")
         for cmd in commands:
             c.exec(s.id, cmd, timeout_s=60)
@@ -64,7 +64,7 @@ def test_commands_racing_the_grade_gain_nothing(tmp_path: Path) -> None:
     # the answer; another client thread keeps sending commands that would do the same the
     # moment the tests are there. None may run once the agent phase ended.
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         s = c.open_session("hello")
         c.exec(s.id, SOLVE)
         waiter = ("while [ ! -e /tests/test.sh ]; do sleep 0.01; done; "  # timing-ok: polls a condition
@@ -117,7 +117,7 @@ def test_download_reads_nothing_the_agent_could_not(tmp_path: Path) -> None:
     secret = tmp_path / "host-secret.txt"
     secret.write_text("host secret\n")
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         s = c.open_session("hello")
         c.exec(s.id, f"ln -s {secret} /app/link; ln -s /etc/shadow /app/shadow; "
                      "mkfifo /app/fifo; ln -s /app/fifo /app/fifolink")  # fmt: skip
@@ -139,7 +139,10 @@ def test_download_reads_nothing_the_agent_could_not(tmp_path: Path) -> None:
 @pytest.mark.parametrize("network", ["no-network", "public"])
 def test_sandbox_cannot_reach_the_service(tmp_path: Path, network: str) -> None:
     task = session_task(tmp_path, network=network)
-    with session_server(tmp_path / "srv", [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with (
+        service_thread(tmp_path / "srv", [task.path]) as srv,
+        ServiceClient(srv.url, srv.token) as c,
+    ):
         port = srv.url.rsplit(":", 1)[1]
         assert httpx.get(f"{srv.url}/v1/sessions/x").status_code == 401  # it listens, here
         s = c.open_session("hello")
@@ -159,7 +162,7 @@ def test_sandbox_cannot_reach_the_service(tmp_path: Path, network: str) -> None:
 def test_a_session_that_ends_its_own_sandbox_counts_zero(tmp_path: Path) -> None:
     # Killing the sandbox from inside must not trade a 0 for a masked `unscorable`.
     task = session_task(tmp_path)
-    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+    with service_thread(tmp_path, [task.path]) as srv, ServiceClient(srv.url, srv.token) as c:
         s = c.open_session("hello")
         try:
             c.exec(s.id, "kill -9 1; kill -9 -1")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from tests.helpers.session_server import session_server
+from tests.helpers.serving import service_thread
 from tests.helpers.wait import await_until, wait_until
 from tests.serve.test_sessions import session_task
 
@@ -83,11 +83,10 @@ async def test_aclose_closes_the_pooled_sandboxes() -> None:
 
 def test_sessions_through_the_pool(tmp_path: Path) -> None:
     task = session_task(tmp_path)
-    pool = PooledProvider(LocalProvider(userland="host"), 1)
-    with session_server(tmp_path, [task], provider=pool) as srv, \
+    with service_thread(tmp_path, [task.path], warm=1) as srv, \
             ServiceClient(srv.url, srv.token) as c:  # fmt: skip
         (spec,) = srv.manager.specs()
-        srv.call(pool.prepare([spec]))
+        pool = srv.pool  # `crucible serve --warm 1`: filled at start
         for answer, reward in (("Hello, crucible!\n", 1.0), ("nope\n", 0.0)):
             wait_until(lambda: pool.ready(spec) == 1, "the pool to fill")
             s = c.open_session("hello")

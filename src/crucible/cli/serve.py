@@ -14,6 +14,7 @@ from crucible.cli.run import _parse_params, _print_invalid
 from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
 from crucible.errors import ExitCode
 from crucible.records.defaults import DEFAULT_CONCURRENCY, DEFAULT_ENV, DEFAULT_MAX_RETRIES
+from crucible.serve.sessions import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_SESSIONS
 
 
 def register(app: typer.Typer) -> None:
@@ -76,11 +77,25 @@ def register(app: typer.Typer) -> None:
         max_pending: int = typer.Option(
             10_000, "--max-pending", help="Grades queued or running at once (429 beyond)."
         ),
+        max_sessions: int = typer.Option(
+            DEFAULT_MAX_SESSIONS, "--max-sessions", help="Sessions open at once (429 beyond)."
+        ),
+        session_idle_timeout: float = typer.Option(
+            DEFAULT_IDLE_TIMEOUT_S,
+            "--session-idle-timeout",
+            help="Seconds without a request before a session is torn down.",
+        ),
+        warm: int = typer.Option(
+            0,
+            "--warm",
+            help="Sandboxes kept started per task sandbox, for grades and sessions to take.",
+        ),
         as_json: bool = typer.Option(
             False, "--json", help="Print one JSON line at start: url, token, job_id, tasks."
         ),
     ) -> None:
-        """Serve tasks to RL trainers: POST /v1/grade grades submissions in sandboxes.
+        """Serve tasks to RL trainers: POST /v1/grade grades submissions in sandboxes,
+        /v1/sessions runs multi-turn sessions in them.
 
         Every grade is a trial of one job (JOBS_DIR/JOB_ID), so `crucible runs`, `report`
         and `view` see them. A bearer token is always required; binding beyond loopback
@@ -95,6 +110,11 @@ def register(app: typer.Typer) -> None:
         from crucible.errors import CrucibleError
         from crucible.serve.server import ServeOptions
         from crucible.serve.server import serve as run_service
+        from crucible.serve.wiring import SessionOptions
+
+        if max_sessions < 1 or session_idle_timeout <= 0 or warm < 0:
+            fail(ExitCode.USAGE, "usage", "--max-sessions is 1 or more, "
+                 "--session-idle-timeout above 0, --warm 0 or more", as_json=as_json)  # fmt: skip
 
         try:
             req = RunRequest(
@@ -108,7 +128,10 @@ def register(app: typer.Typer) -> None:
             fail(ExitCode.USAGE, "usage", f"serve options: {exc}", as_json=as_json)
         opts = ServeOptions(host=host, port=port, token_file=token_file, tls_cert=tls_cert,
                             tls_key=tls_key, insecure=insecure, max_body_mb=max_body_mb,
-                            max_pending=max_pending)  # fmt: skip
+                            max_pending=max_pending,
+                            sessions=SessionOptions(max_sessions=max_sessions,
+                                                    idle_timeout_s=session_idle_timeout,
+                                                    warm=warm))  # fmt: skip
 
         def ready(url: str, token: str, job_id: str, tasks: list[str]) -> None:
             if as_json:

@@ -26,7 +26,8 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class GradePlan(TrialPlan):
-    """A trial named after its grade id (hashed), not after its task and attempt."""
+    """A trial named by the service (after a grade id, hashed, or a session), not after
+    its task and attempt."""
 
     name: str = ""
 

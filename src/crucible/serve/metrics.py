@@ -27,14 +27,11 @@ class Metrics:
     def graded(self, status: str) -> None:
         self.by_status[status] += 1
 
-    def render(self, *, sessions: int | None = None) -> str:
+    def render(self) -> str:
         lines: list[str] = []
 
         def metric(name: str, kind: str, helptext: str, samples: list[tuple[str, float]]) -> None:
-            lines.append(f"# HELP {PREFIX}_{name} {helptext}")
-            lines.append(f"# TYPE {PREFIX}_{name} {kind}")
-            for labels, value in samples:
-                lines.append(f"{PREFIX}_{name}{labels} {_num(value)}")
+            lines.append(exposition(name, kind, helptext, samples))
 
         statuses = sorted({"ok", "invalid", "unscorable", *self.by_status})
         metric("grades_total", "counter", "Grades finished, by status.",
@@ -54,9 +51,14 @@ class Metrics:
                [("", self.sandbox_seconds)])  # fmt: skip
         metric("requests_total", "counter", "Grade requests answered, by HTTP code.",
                [(f'{{code="{c}"}}', n) for c, n in sorted(self.requests.items())])  # fmt: skip
-        if sessions is not None:
-            metric("sessions", "gauge", "Open sessions.", [("", sessions)])
         return "\n".join(lines) + "\n"
+
+
+def exposition(name: str, kind: str, helptext: str, samples: list[tuple[str, float]]) -> str:
+    """One metric's lines (no trailing newline): HELP, TYPE and its samples."""
+    lines = [f"# HELP {PREFIX}_{name} {helptext}", f"# TYPE {PREFIX}_{name} {kind}"]
+    lines += [f"{PREFIX}_{name}{labels} {_num(value)}" for labels, value in samples]
+    return "\n".join(lines)
 
 
 class CountingGate(StartGate):

@@ -1,4 +1,5 @@
-"""From a trial's final record to a grade's status, honestly (records/serve.py):
+"""From a trial's final record to the service's answer, honestly (records/serve.py):
+the one mapping for every graded thing the service answers, a grade item or a session.
 
 - graded -> `ok` with its reward; a 0 that host-side stages or the tamper rule gave
   says why in `error`;
@@ -42,21 +43,33 @@ def _why_zero(r: TrialResult) -> str | None:
 
 
 def grade_result(
-    grade_id: str, r: TrialResult, *, trial: str, group_id: str | None = None
+    grade_id: str,
+    r: TrialResult,
+    *,
+    trial: str | None = None,
+    group_id: str | None = None,
+    cached: bool = False,
 ) -> GradeResult:
+    """The answer for trial `r`, graded under the client's `grade_id`; `trial` (JOB/TRIAL)
+    defaults to the record's own."""
     base: dict[str, Any] = {
         "id": grade_id,
         "task_hash": r.task_checksum,
-        "trial": trial,
+        "trial": trial if trial is not None else f"{r.job_id}/{r.trial_name}",
         "group_id": group_id,
         "metrics": _metrics(r),
+        "cached": cached,
     }
     agent_err = r.agent_result.error if r.agent_result else None
     attempts_fault = r.graded or r.outcome == ErrorKind.verifier_failed.value
     if attempts_fault and agent_err is not None and agent_err.type == INVALID:
-        return GradeResult(
-            status=GradeStatus.invalid, reward=0.0, error=agent_err.message or INVALID, **base
+        rewards = (
+            dict(r.verifier_result.rewards)
+            if r.verifier_result and r.verifier_result.rewards
+            else None
         )
+        return GradeResult(status=GradeStatus.invalid, reward=0.0, rewards=rewards,
+                           error=agent_err.message or INVALID, **base)  # fmt: skip
     if r.graded:
         rewards = r.verifier_result.rewards if r.verifier_result else None
         reward = r.reward if r.reward is not None else 0.0

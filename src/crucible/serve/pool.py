@@ -94,6 +94,11 @@ class PooledProvider(Provider):
         """How many sandboxes of `spec` wait in the pool now."""
         return len(self._ready.get(pool_key(spec), ()))
 
+    @property
+    def idle(self) -> int:
+        """How many sandboxes wait in the pool now, of every spec."""
+        return sum(len(q) for q in self._ready.values())
+
     def warm(self, spec: SandboxSpec) -> None:
         """Start filling `spec`'s pool (up to `size`), in the background."""
         key = pool_key(spec)

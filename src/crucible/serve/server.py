@@ -3,7 +3,8 @@ the token, the bind rules, uvicorn, and a clean stop on SIGTERM/SIGINT.
 
 The stop cancels the running grades first (their records stay unfinished, so a restart
 on the same job re-runs them; their waiting requests answer `pending`), lets uvicorn
-close its connections, then closes every sandbox and the provider.
+close its connections, then closes the sessions, every sandbox, the warm pool and the
+provider. Sessions (`/v1/sessions`) and the warm pool are serve/wiring.py's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ from crucible.serve.app import create_app
 from crucible.serve.common import DEFAULT_MAX_PENDING, Refused, ServiceOptions
 from crucible.serve.limits import DEFAULT_MAX_BODY_MB
 from crucible.serve.service import GradeService
+from crucible.serve.session_routes import sessions_router
+from crucible.serve.sessions import SessionManager
+from crucible.serve.wiring import (
+    SessionOptions,
+    parts_metrics,
+    pooled,
+    session_manager,
+    warm_up,
+)
 from crucible.webauth.token import new_token, read_token_file
 
 # A ready server's facts: (url, token, job id, task names).
@@ -45,6 +55,7 @@ class ServeOptions:
     insecure: bool = False
     max_body_mb: float = DEFAULT_MAX_BODY_MB
     max_pending: int = DEFAULT_MAX_PENDING
+    sessions: SessionOptions = field(default_factory=SessionOptions)  # and --warm
     # Other parts' routes (sessions): each makes its routers from the started service.
     routers: list[Callable[[GradeService], Iterable[APIRouter]]] = field(default_factory=list)
     extra_metrics: list[Callable[[], str]] = field(default_factory=list)
@@ -133,6 +144,7 @@ class Running:
     service: GradeService
     plan: LaunchPlan
     stop_requested: asyncio.Event
+    sessions: SessionManager
 
 
 def _service(plan: LaunchPlan, opts: ServeOptions) -> GradeService:
@@ -140,7 +152,7 @@ def _service(plan: LaunchPlan, opts: ServeOptions) -> GradeService:
     return GradeService(
         plan.cfg,
         plan.tasks,
-        plan.provider,
+        pooled(plan.provider, opts.sessions.warm),
         plan.jobs_dir,
         ServiceOptions(max_retries=o.max_retries, trial_timeout_sec=o.trial_timeout_sec,
                        create_rate=o.create_rate, max_starting=o.max_starting,
@@ -166,10 +178,13 @@ async def running_service(
             await service.start()
         except Refused as exc:
             raise LaunchRefused(ExitCode.ERROR, "busy", exc.message) from exc
-        routers = [r for make in opts.routers for r in make(service)]
+        sessions = session_manager(service, opts.sessions)
+        warm_up(service, sessions)
+        routers = [sessions_router(sessions), *(r for make in opts.routers for r in make(service))]
         app = create_app(service, token, routers=routers,
                          max_body_bytes=int(opts.max_body_mb * 1024 * 1024),
-                         extra_metrics=opts.extra_metrics)  # fmt: skip
+                         extra_metrics=[lambda: parts_metrics(service, sessions),
+                                        *opts.extra_metrics])  # fmt: skip
         config = uvicorn.Config(
             app,
             host=opts.host,
@@ -203,14 +218,14 @@ async def running_service(
         port = server.servers[0].sockets[0].getsockname()[1]
         scheme = "https" if opts.tls_cert else "http"
         host = f"[{opts.host}]" if ":" in opts.host else opts.host
-        yield Running(f"{scheme}://{host}:{port}", token, service, plan, stop_requested)
+        yield Running(f"{scheme}://{host}:{port}", token, service, plan, stop_requested, sessions)
     finally:
         await service.cancel_running()  # waiting requests answer `pending` at once
         if server is not None and run is not None:
             server.should_exit = True
             await asyncio.gather(run, return_exceptions=True)
-        await service.close()
-        await plan.provider.aclose()
+        await service.close()  # sessions closed first, then the sandboxes drained
+        await service.provider.aclose()  # the warm pool's sandboxes, then the provider
 
 
 async def serve(req: RunRequest, opts: ServeOptions, *, on_ready: OnReady,

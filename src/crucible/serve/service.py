@@ -86,6 +86,7 @@ class GradeService:
         self.book = JobBook(self.cfg, self.jobs_dir)
         self.ready = False
         self._cancelled = False
+        self.other_trials = 0  # trials beyond the grades' (sessions')
         self.on_close: list[Callable[[], Awaitable[None]]] = []  # run by close(), in order
         self.log = FileLog(self.job_dir / JOB_LOG)
 
@@ -98,8 +99,15 @@ class GradeService:
                 self._finish(rec, trial)
         unfinished = [r for r in records if r.result is None and r.task in self.by_name]
         finished = {r.trial for r in records if r.result is not None}
+        # Sessions' trials (no grade record): final once recorded; one open when the
+        # service was killed has no record, and its sandbox goes with the leftovers below.
+        grade_trials = {r.trial for r in records}
+        others = {p.parent.name for p in self.job_dir.glob("*/result.json")} - grade_trials
+        self.other_trials = len(others)
         try:
-            resuming = self.book.start(finished, [r.trial for r in unfinished], len(records))
+            resuming = self.book.start(
+                finished | others, [r.trial for r in unfinished], len(records) + len(others)
+            )
         except JobBusy as exc:
             raise Refused(409, str(exc)) from None
         for note in bad:
@@ -116,7 +124,7 @@ class GradeService:
             f"serving job {self.cfg.job_id}: {len(self.by_name)} task(s), {len(finished)} "
             f"grade(s) answered from disk, {len(unfinished)} re-run; concurrency {self.limit}"
         )
-        self.book.follow(lambda: len(self.records), self._most_attempts)
+        self.book.follow(self._n_trials, self._most_attempts)
         self.ready = True
 
     async def close(self) -> None:
@@ -133,9 +141,17 @@ class GradeService:
             return
         status = "cancelled" if cancelled or self._cancelled else "completed"
         self.book.set_attempts(self._most_attempts())
-        await self.book.close(status, len(self.records))
+        await self.book.close(status, self._n_trials())
         self.log.info(f"service stopped: {len(self.book.results)} grade(s) recorded")
         self.log.close()
+
+    def record_trial(self, result: TrialResult) -> None:
+        """Index a trial the service ran for another part (a session's), as grades are."""
+        self.other_trials += 1
+        self.book.add(result)
+
+    def _n_trials(self) -> int:
+        return len(self.records) + self.other_trials
 
     def _most_attempts(self) -> int:
         return max(self._attempts.values(), default=1)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from crucible.records.serve import DownloadResponse, ExecRequest, ExecResponse, UploadRequest
 from crucible.records.submission import check_sandbox_path
 from crucible.sandboxes.base import Sandbox
+from crucible.serve.common import Refused
 from crucible.tasks.models import Task
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -33,13 +34,7 @@ _DOWNLOAD = (
 FILE_TIMEOUT_S = 60.0
 
 
-class SessionRefused(Exception):
-    """A request the service refuses: `status` is the HTTP status it answers."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+SessionRefused = Refused  # the service's one refusal: `status` is the HTTP status
 
 
 @dataclass(frozen=True)

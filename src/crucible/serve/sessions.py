@@ -27,12 +27,12 @@ import contextlib
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.agents.base import Agent, AgentContext
-from crucible.engine.spec import TrialPlan, build_spec, trial_name_for
+from crucible.engine.spec import build_spec, trial_name_for
 from crucible.engine.trial import run_trial
 from crucible.errors import CrucibleError
 from crucible.records.serve import (
@@ -48,25 +48,16 @@ from crucible.records.trial import AgentError, AgentResult, TrialResult
 from crucible.sandboxes.base import Provider, Sandbox, SandboxSpec
 from crucible.sandboxes.ratelimit import StartGate
 from crucible.serve import session_ops
+from crucible.serve.common import GradePlan
+from crucible.serve.outcome import grade_result
 from crucible.serve.session_ops import SessionLimits, SessionRefused
-from crucible.serve.verdict import grade_result
+from crucible.store.trial_load import BadRecord, load_trial_result
 from crucible.tasks.models import Task
 
 DEFAULT_IDLE_TIMEOUT_S = 300.0
 DEFAULT_MAX_SESSIONS = 64
 FINISHED_KEPT = 4096  # graded sessions whose answer a retried grade still gets
 DRAIN_POLL_S = 0.5  # while requests are in flight at grade time: kill again this often
-
-
-@dataclass(frozen=True)
-class SessionPlan(TrialPlan):
-    """A session's trial: named by the session, not by an attempt number."""
-
-    name: str = ""
-
-    @property
-    def trial_name(self) -> str:
-        return self.name
 
 
 @dataclass(eq=False)
@@ -166,6 +157,7 @@ class SessionManager:
         limits: SessionLimits | None = None,
         start_gate: StartGate | None = None,
         env_params: dict[str, str] | None = None,
+        on_result: Callable[[TrialResult], None] | None = None,
     ) -> None:
         self.tasks = tasks
         self.provider = provider
@@ -177,6 +169,7 @@ class SessionManager:
         self.limits = limits or SessionLimits()
         self.start_gate = start_gate
         self.env_params = env_params
+        self.on_result = on_result  # every session trial's final record (the job's index)
         self.live: dict[str, Session] = {}
         self.finished: OrderedDict[str, Session] = OrderedDict()
         self.waiting = 0  # sessions waiting for a slot
@@ -186,7 +179,7 @@ class SessionManager:
         out = []
         for task in self.tasks.values():
             s = Session(id="", task=task, idle_timeout_s=self.idle_timeout_s)
-            plan = SessionPlan(task=task, attempt=0, job_id=self.job_id, name="warm")
+            plan = GradePlan(task=task, attempt=0, job_id=self.job_id, name="warm")
             out.append(build_spec(plan, SessionAgent(s, self), self.env_params))
         return out
 
@@ -227,7 +220,7 @@ class SessionManager:
         trial_name = (
             f"{trial_name_for(s.task.name, 0).removesuffix('__0')}__s{secrets.token_hex(6)}"
         )
-        plan = SessionPlan(task=s.task, attempt=0, job_id=self.job_id, name=trial_name)
+        plan = GradePlan(task=s.task, attempt=0, job_id=self.job_id, name=trial_name)
         try:
             self.waiting += 1
             try:
@@ -243,16 +236,28 @@ class SessionManager:
                 self.slots.release()
         except BaseException:
             s.state = "closed"
+            self._recorded(self.job_dir / trial_name / "result.json")  # cancelled
             raise
         finally:
             s.ready.set()  # open() is waiting for one or the other
             self.live.pop(s.id, None)
+        if self.on_result is not None:
+            self.on_result(s.result)
         if s.state not in ("closed", "starting"):  # starting: open() answered 503
             s.state = "graded"
             self.finished[s.id] = s
             while len(self.finished) > FINISHED_KEPT:
                 self.finished.popitem(last=False)
         return s.result
+
+    def _recorded(self, path: Path) -> None:
+        """A torn-down session's record (run_trial writes one as it is cancelled)."""
+        if self.on_result is None:
+            return
+        try:
+            self.on_result(load_trial_result(path))
+        except (BadRecord, OSError):
+            pass  # cancelled before its trial began: nothing to index
 
     def expire(self, s: Session) -> None:
         """Tear a session down now (idle, abandoned): its trial is cancelled."""
@@ -302,7 +307,7 @@ class SessionManager:
             if s.trial.cancelled():
                 raise SessionRefused(404, "the session was closed") from None
             raise
-        return grade_result(result, id=s.grade_id or s.id, cached=cached)
+        return grade_result(s.grade_id or s.id, result, cached=cached)
 
     # ---- requests inside the sandbox ------------------------------------------------
 
