@@ -35,6 +35,7 @@ COMMAND_MODULES = [
     "docs",
     "contracts",
     "modal",
+    "serve",
 ]
 
 for _name in COMMAND_MODULES:

@@ -266,8 +266,12 @@ async def prepare_launch(
     *,
     on_invalid: OnInvalid | None = None,
     on_warnings: OnInvalid | None = None,
+    agent: Agent | None = None,
 ) -> LaunchPlan:
-    """Check the request, resolve defaults and resume, and preflight the provider."""
+    """Check the request, resolve defaults and resume, and preflight the provider.
+
+    `agent`: the agent to run, in place of the one the request names from the registry
+    (the grading service's, which is not there: each grade applies its own submission)."""
     jobs_dir = req.jobs_dir or default_jobs_dir()
     job_id = req.resume or req.job_name or new_job_id()
     existing = None
@@ -296,7 +300,7 @@ async def prepare_launch(
         tasks = load_tasks(req, req.paths, on_invalid, on_warnings)
         dataset = [str(p) for p in req.paths]
 
-    agent_name = req.agent or DEFAULT_AGENT
+    agent_name = agent.name if agent is not None else req.agent or DEFAULT_AGENT
     env_name = req.env or DEFAULT_ENV
     if req.no_network:
         # The job's policy over the task's: every phase of every task without network.
@@ -306,7 +310,8 @@ async def prepare_launch(
     if attempts < 1:
         raise _usage("--attempts must be at least 1")
     provider = _provider(env_name, req.env_params)
-    agent = _agent(agent_name, req.agent_kwargs)
+    if agent is None:
+        agent = _agent(agent_name, req.agent_kwargs)
     concurrency = req.concurrency or min(DEFAULT_CONCURRENCY, provider.default_concurrency)
     if concurrency < 1:
         raise _usage("--concurrency must be at least 1")

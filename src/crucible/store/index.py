@@ -141,11 +141,16 @@ class Index:
         self.conn.close()
 
     # jobs -----------------------------------------------------------------
-    def upsert_job(self, cfg: JobConfig, *, status: str, path: Path, pid: int | None) -> None:
+    def upsert_job(
+        self, cfg: JobConfig, *, status: str, path: Path, pid: int | None,
+        n_trials: int | None = None,
+    ) -> None:  # fmt: skip
         """Record the job; `pid`: the process running it (the runner's own), recorded with
-        its start time, so that a later reader never takes a reused pid for it."""
+        its start time, so that a later reader never takes a reused pid for it. `n_trials`:
+        the job's size where it is not tasks x attempts (the grading service's: its grades)."""
         now = utcnow().isoformat()
-        n_trials = len(cfg.tasks) * cfg.attempts
+        if n_trials is None:
+            n_trials = len(cfg.tasks) * cfg.attempts
         with self.conn:
             self.conn.execute(
                 """INSERT INTO jobs (job_id, name, status, agent, model, env, dataset, n_trials,

@@ -1,0 +1,1 @@
+"""The grading service (`crucible serve`): grades submissions for RL trainers (docs/serve.md)."""

@@ -1,0 +1,77 @@
+"""The service's HTTP face (FastAPI): POST /v1/grade, GET /v1/grade/{id}, /health,
+/metrics, and OpenAPI docs at /docs. Other parts add routers (sessions) through
+`create_app(..., routers=[...])`; every route but /health (and the docs) sits behind
+the bearer token."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from crucible import __version__
+from crucible.records.serve import MAX_WAIT_S, GradeRequest, GradeResponse, GradeResult
+from crucible.serve.auth import bearer_auth
+from crucible.serve.limits import DEFAULT_MAX_BODY_MB, BodyLimit
+from crucible.serve.service import GradeService, Refused
+
+
+def create_app(
+    service: GradeService,
+    token: str,
+    *,
+    routers: Iterable[APIRouter] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_MB * 1024 * 1024,
+    extra_metrics: Iterable[Callable[[], str]] = (),
+) -> FastAPI:
+    auth = bearer_auth(token)
+    app = FastAPI(
+        title="crucible serve",
+        version=__version__,
+        description="Grades submissions to crucible tasks in sandboxes (docs/serve.md).",
+    )
+    app.state.service = service
+    app.state.auth = auth
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    guarded = [Depends(auth)]
+    metrics_parts = list(extra_metrics)
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        """Readiness, without the token (a probe has none): it says nothing but whether
+        the service is up, and the token guards everything that does something."""
+        if not service.ready:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    @app.get("/metrics", dependencies=guarded, response_class=PlainTextResponse)
+    async def metrics() -> PlainTextResponse:
+        text = service.metrics.render() + "".join(part() for part in metrics_parts)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    @app.post("/v1/grade", dependencies=guarded, response_model=GradeResponse)
+    async def grade(req: GradeRequest) -> GradeResponse:
+        """Grade every item; results in input order. An item's id is its idempotency key."""
+        try:
+            ids = service.submit(req.items)
+        except Refused as exc:
+            service.metrics.requests[str(exc.status)] += 1
+            raise HTTPException(exc.status, exc.message) from None
+        results = await service.wait(ids, req.wait_s)
+        service.metrics.requests["200"] += 1
+        return GradeResponse(results=results)
+
+    @app.get("/v1/grade/{grade_id:path}", dependencies=guarded, response_model=GradeResult)
+    async def get_grade(
+        grade_id: str, wait_s: float = Query(0.0, ge=0.0, le=MAX_WAIT_S)
+    ) -> GradeResult:
+        """A grade by id: its result, or `pending` if not done within `wait_s`."""
+        got = await service.get(grade_id, wait_s)
+        if got is None:
+            raise HTTPException(404, f"no grade with id {grade_id!r}")
+        return got
+
+    for router in routers:
+        app.include_router(router, dependencies=guarded)
+    return app

@@ -1,0 +1,230 @@
+"""Starting and stopping the service: plan (engine/launch.py, as `crucible run` does),
+the token, the bind rules, uvicorn, and a clean stop on SIGTERM/SIGINT.
+
+The stop cancels the running grades first (their records stay unfinished, so a restart
+on the same job re-runs them; their waiting requests answer `pending`), lets uvicorn
+close its connections, then closes every sandbox and the provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import signal
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from fastapi import APIRouter
+
+from crucible.agents.submission import SubmissionAgent
+from crucible.engine.launch import LaunchPlan, LaunchRefused, prepare_launch
+from crucible.engine.request import RunRequest
+from crucible.errors import ExitCode
+from crucible.records.submission import TextSubmission
+from crucible.serve.app import create_app
+from crucible.serve.limits import DEFAULT_MAX_BODY_MB
+from crucible.serve.service import DEFAULT_MAX_PENDING, GradeService, Refused, ServiceOptions
+from crucible.webauth.token import new_token, read_token_file
+
+# A ready server's facts: (url, token, job id, task names).
+OnReady = Callable[[str, str, str, list[str]], None]
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token_file: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    insecure: bool = False
+    max_body_mb: float = DEFAULT_MAX_BODY_MB
+    max_pending: int = DEFAULT_MAX_PENDING
+    # Other parts' routes (sessions): each makes its routers from the started service.
+    routers: list[Callable[[GradeService], Iterable[APIRouter]]] = field(default_factory=list)
+    extra_metrics: list[Callable[[], str]] = field(default_factory=list)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(opts: ServeOptions) -> None:
+    """Beyond loopback the token would cross the network: TLS, or an explicit --insecure."""
+    if bool(opts.tls_cert) != bool(opts.tls_key):
+        raise LaunchRefused(ExitCode.USAGE, "usage", "--tls-cert and --tls-key go together")
+    if not is_loopback(opts.host) and not opts.tls_cert and not opts.insecure:
+        raise LaunchRefused(
+            ExitCode.USAGE,
+            "usage",
+            f"binding {opts.host} (beyond loopback) sends the token in clear text",
+            hint="give --tls-cert and --tls-key, or pass --insecure on a network you trust",
+        )
+
+
+def service_token(opts: ServeOptions) -> str:
+    if opts.token_file is None:
+        return new_token()
+    from crucible.webauth.token import TokenError
+
+    try:
+        return read_token_file(opts.token_file)
+    except TokenError as exc:
+        raise LaunchRefused(ExitCode.USAGE, "usage", str(exc)) from exc
+
+
+def check_names(plan: LaunchPlan) -> None:
+    seen: dict[str, Path] = {}
+    for t in plan.tasks:
+        if t.name in seen:
+            raise LaunchRefused(
+                ExitCode.USAGE,
+                "usage",
+                f"two tasks are named {t.name!r} ({seen[t.name]} and {t.path}): "
+                "a grade names its task, so names must be unique",
+            )
+        seen[t.name] = t.path
+
+
+async def plan_service(req: RunRequest, **kw: Any) -> LaunchPlan:
+    """The launch plan of a service: agent `submission`, tampering counted 0."""
+    req = req.model_copy(update={"agent": "submission", "tampered": req.tampered or "zero"})
+    plan = await prepare_launch(req, agent=SubmissionAgent(TextSubmission(text="")), **kw)
+    try:
+        check_names(plan)
+    except BaseException:
+        await plan.provider.aclose()
+        raise
+    return plan
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, with the service's own stop on SIGTERM/SIGINT (uvicorn's would re-raise
+    the signal after it stops, before the sandboxes are closed); none in-process."""
+
+    def __init__(self, config: uvicorn.Config, on_signal: Callable[[], None] | None) -> None:
+        super().__init__(config)
+        self.up = asyncio.Event()  # set once bound (or once startup gave up)
+        self.on_signal = on_signal
+
+    async def startup(self, sockets: list[Any] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+        finally:
+            self.up.set()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        if self.on_signal is None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        sigs = (signal.SIGINT, signal.SIGTERM)
+        for sig in sigs:
+            loop.add_signal_handler(sig, self.on_signal)
+        try:
+            yield
+        finally:
+            for sig in sigs:
+                loop.remove_signal_handler(sig)
+
+
+@dataclass
+class Running:
+    """A started service: where it listens, its token, the service, and its stop."""
+
+    url: str
+    token: str
+    service: GradeService
+    plan: LaunchPlan
+    stop_requested: asyncio.Event
+
+
+def _service(plan: LaunchPlan, opts: ServeOptions) -> GradeService:
+    o = plan.options
+    return GradeService(
+        plan.cfg,
+        plan.tasks,
+        plan.provider,
+        plan.jobs_dir,
+        ServiceOptions(max_retries=o.max_retries, trial_timeout_sec=o.trial_timeout_sec,
+                       create_rate=o.create_rate, max_starting=o.max_starting,
+                       max_pending=opts.max_pending),
+    )  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def running_service(
+    req: RunRequest, opts: ServeOptions, *, on_invalid: Any = None, signals: bool = False
+) -> AsyncIterator[Running]:
+    """Plan, start and bind the service; on exit (or a signal, with `signals`), stop it:
+    running grades cancelled, connections closed, sandboxes and provider closed."""
+    check_bind(opts)
+    token = service_token(opts)
+    plan = await plan_service(req, on_invalid=on_invalid)
+    service = _service(plan, opts)
+    stop_requested = asyncio.Event()
+    server: _Server | None = None
+    run: asyncio.Task[None] | None = None
+    try:
+        try:
+            await service.start()
+        except Refused as exc:
+            raise LaunchRefused(ExitCode.ERROR, "busy", exc.message) from exc
+        routers = [r for make in opts.routers for r in make(service)]
+        app = create_app(service, token, routers=routers,
+                         max_body_bytes=int(opts.max_body_mb * 1024 * 1024),
+                         extra_metrics=opts.extra_metrics)  # fmt: skip
+        config = uvicorn.Config(
+            app,
+            host=opts.host,
+            port=opts.port,
+            ssl_certfile=str(opts.tls_cert) if opts.tls_cert else None,
+            ssl_keyfile=str(opts.tls_key) if opts.tls_key else None,
+            log_level="warning",
+            timeout_graceful_shutdown=10,
+            lifespan="off",
+        )
+
+        def on_signal() -> None:
+            if stop_requested.is_set() and server is not None:  # a second signal: now
+                server.force_exit = True
+            stop_requested.set()
+
+        server = _Server(config, on_signal if signals else None)
+        run = asyncio.create_task(server.serve())
+        up = asyncio.create_task(server.up.wait())
+        await asyncio.wait({run, up}, return_when=asyncio.FIRST_COMPLETED)
+        up.cancel()
+        if not server.started:
+            await run  # raises what stopped it (a port in use: SystemExit)
+            raise LaunchRefused(ExitCode.ERROR, "error", f"could not bind {opts.host}:{opts.port}")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        scheme = "https" if opts.tls_cert else "http"
+        host = f"[{opts.host}]" if ":" in opts.host else opts.host
+        yield Running(f"{scheme}://{host}:{port}", token, service, plan, stop_requested)
+    finally:
+        await service.cancel_running()  # waiting requests answer `pending` at once
+        if server is not None and run is not None:
+            server.should_exit = True
+            await asyncio.gather(run, return_exceptions=True)
+        await service.close()
+        await plan.provider.aclose()
+
+
+async def serve(req: RunRequest, opts: ServeOptions, *, on_ready: OnReady,
+                on_invalid: Any = None) -> int:  # fmt: skip
+    """`crucible serve`: run until SIGTERM or SIGINT."""
+    async with running_service(req, opts, on_invalid=on_invalid, signals=True) as r:
+        on_ready(r.url, r.token, r.plan.cfg.job_id, sorted(r.service.by_name))
+        await r.stop_requested.wait()
+    return 0

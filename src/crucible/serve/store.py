@@ -1,0 +1,70 @@
+"""The service's grade records: one small JSON file per grade id, written before its
+sandbox starts, in the job folder's hidden `.grades/` (trial scans skip dot folders).
+
+A record holds the idempotency key (the id, the submission's digest, the task's name
+and hash), the trial folder it runs in, and, once done, its final GradeResult. It is
+what makes a grade outlive its request (a client that disconnects), and the service
+(kill -9 and restart: a record with a result is answered from disk, one without is
+run again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from crucible.records.serve import GradeResult
+from crucible.records.submission import Submission
+from crucible.records.trial import utcnow
+from crucible.store.layout import write_json_atomic
+
+GRADES_DIR = ".grades"
+
+
+def grade_key(grade_id: str) -> str:
+    """The file-safe name of a grade id (ids are arbitrary strings): its sha256, cut."""
+    return hashlib.sha256(grade_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def trial_name_for_grade(grade_id: str) -> str:
+    return f"grade__{grade_key(grade_id)}"
+
+
+class GradeRecord(BaseModel):
+    id: str
+    digest: str  # submission_digest
+    task: str  # the task's name
+    task_hash: str
+    trial: str  # the trial folder's name in the job
+    submission: Submission
+    group_id: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+    created_at: str = Field(default_factory=lambda: utcnow().isoformat())
+    result: GradeResult | None = None  # None: not finished (or killed before it was)
+
+
+class GradeStore:
+    def __init__(self, job_dir: Path) -> None:
+        self.dir = job_dir / GRADES_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def path(self, grade_id: str) -> Path:
+        return self.dir / f"{grade_key(grade_id)}.json"
+
+    def write(self, record: GradeRecord) -> None:
+        write_json_atomic(self.path(record.id), record.model_dump_json())
+
+    def load_all(self) -> tuple[list[GradeRecord], list[str]]:
+        """Every readable record, and a note for each one that is not (left out)."""
+        records: list[GradeRecord] = []
+        bad: list[str] = []
+        for p in sorted(self.dir.glob("*.json")):
+            try:
+                records.append(GradeRecord.model_validate(json.loads(p.read_text())))
+            except (OSError, ValueError, ValidationError) as exc:
+                bad.append(f"{p.name}: {str(exc)[:200]}")
+        return records, bad
