@@ -10,6 +10,7 @@ CRUCIBLE_SERVE_URL and CRUCIBLE_SERVE_TOKEN (or a file named by CRUCIBLE_SERVE_T
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -125,46 +126,40 @@ class ServiceClient:
                 return results
             time.sleep(min(POLL_S, left))
             for i in waiting:
-                got = self._send("GET", f"/v1/grade/{quote(results[i].id, safe='')}", params={"wait_s": 0})
+                got = self._send(
+                    "GET", f"/v1/grade/{quote(results[i].id, safe='')}", params={"wait_s": 0}
+                )
                 results[i] = GradeResult.model_validate(got.json())
 
     # -- sessions ----------------------------------------------------------------
     def open_session(self, task: str, *, task_hash: str | None = None,
                      idle_timeout_s: float | None = None) -> SessionInfo:  # fmt: skip
-        body: dict[str, Any] = {"task": {"id": task, "hash": task_hash}}
-        if idle_timeout_s is not None:
-            body["idle_timeout_s"] = idle_timeout_s
-        return SessionInfo.model_validate(self._send("POST", "/v1/sessions", json=body).json())
+        got = self._send(
+            "POST", "/v1/sessions", json=_session_body(task, task_hash, idle_timeout_s)
+        )
+        return SessionInfo.model_validate(got.json())
 
     def exec(self, session: str, command: str | list[str], *, timeout_s: float = 60.0,
              cwd: str | None = None, env: dict[str, str] | None = None,
              input: str | None = None) -> ExecResponse:  # fmt: skip
-        body = {"command": command, "timeout_s": timeout_s, "cwd": cwd, "env": env or {},
-                "input": input}  # fmt: skip
-        got = self._send("POST", f"/v1/sessions/{session}/exec", json=body)
+        body = _exec_body(command, timeout_s, cwd, env, input)
+        got = self._send("POST", f"/v1/sessions/{_seg(session)}/exec", json=body)
         return ExecResponse.model_validate(got.json())
 
     def upload(self, session: str, path: str, content: str | bytes, mode: int = 0o644) -> None:
-        import base64
-
-        if isinstance(content, bytes):
-            body = {"path": path, "content": base64.b64encode(content).decode(), "base64": True}
-        else:
-            body = {"path": path, "content": content}
-        self._send("POST", f"/v1/sessions/{session}/upload", json={**body, "mode": mode})
+        body = _upload_body(path, content, mode)
+        self._send("POST", f"/v1/sessions/{_seg(session)}/upload", json=body)
 
     def download(self, session: str, path: str) -> bytes:
-        import base64
-
-        got = self._send("GET", f"/v1/sessions/{session}/download", params={"path": path}).json()
-        return base64.b64decode(got["content"]) if got.get("base64") else got["content"].encode()
+        got = self._send("GET", f"/v1/sessions/{_seg(session)}/download", params={"path": path})
+        return _downloaded(got.json())
 
     def grade_session(self, session: str, grade_id: str | None = None) -> GradeResult:
-        got = self._send("POST", f"/v1/sessions/{session}/grade", json={"id": grade_id})
+        got = self._send("POST", f"/v1/sessions/{_seg(session)}/grade", json={"id": grade_id})
         return GradeResult.model_validate(got.json())
 
     def close_session(self, session: str) -> None:
-        self._send("DELETE", f"/v1/sessions/{session}")
+        self._send("DELETE", f"/v1/sessions/{_seg(session)}")
 
 
 class AsyncServiceClient:
@@ -214,5 +209,69 @@ class AsyncServiceClient:
                 return results
             await asyncio.sleep(min(POLL_S, left))
             for i in waiting:
-                got = await self._send("GET", f"/v1/grade/{quote(results[i].id, safe='')}", params={"wait_s": 0})
+                got = await self._send(
+                    "GET", f"/v1/grade/{quote(results[i].id, safe='')}", params={"wait_s": 0}
+                )
                 results[i] = GradeResult.model_validate(got.json())
+
+    # -- sessions (the same calls as ServiceClient's, awaited) ---------------------
+    async def open_session(self, task: str, *, task_hash: str | None = None,
+                           idle_timeout_s: float | None = None) -> SessionInfo:  # fmt: skip
+        body = _session_body(task, task_hash, idle_timeout_s)
+        return SessionInfo.model_validate(
+            (await self._send("POST", "/v1/sessions", json=body)).json()
+        )
+
+    async def exec(self, session: str, command: str | list[str], *, timeout_s: float = 60.0,
+                   cwd: str | None = None, env: dict[str, str] | None = None,
+                   input: str | None = None) -> ExecResponse:  # fmt: skip
+        body = _exec_body(command, timeout_s, cwd, env, input)
+        got = await self._send("POST", f"/v1/sessions/{_seg(session)}/exec", json=body)
+        return ExecResponse.model_validate(got.json())
+
+    async def upload(self, session: str, path: str, content: str | bytes,
+                     mode: int = 0o644) -> None:  # fmt: skip
+        body = _upload_body(path, content, mode)
+        await self._send("POST", f"/v1/sessions/{_seg(session)}/upload", json=body)
+
+    async def download(self, session: str, path: str) -> bytes:
+        path_q = {"path": path}
+        got = await self._send("GET", f"/v1/sessions/{_seg(session)}/download", params=path_q)
+        return _downloaded(got.json())
+
+    async def grade_session(self, session: str, grade_id: str | None = None) -> GradeResult:
+        got = await self._send("POST", f"/v1/sessions/{_seg(session)}/grade", json={"id": grade_id})
+        return GradeResult.model_validate(got.json())
+
+    async def close_session(self, session: str) -> None:
+        await self._send("DELETE", f"/v1/sessions/{_seg(session)}")
+
+
+# -- request bodies both clients send ---------------------------------------------------
+def _seg(session: str) -> str:
+    return quote(session, safe="")
+
+
+def _session_body(task: str, task_hash: str | None, idle_timeout_s: float | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"task": {"id": task, "hash": task_hash}}
+    if idle_timeout_s is not None:
+        body["idle_timeout_s"] = idle_timeout_s
+    return body
+
+
+def _exec_body(command: str | list[str], timeout_s: float, cwd: str | None,
+               env: dict[str, str] | None, input: str | None) -> dict[str, Any]:  # fmt: skip
+    return {"command": command, "timeout_s": timeout_s, "cwd": cwd, "env": env or {},
+            "input": input}  # fmt: skip
+
+
+def _upload_body(path: str, content: str | bytes, mode: int) -> dict[str, Any]:
+    if isinstance(content, bytes):
+        return {"path": path, "content": base64.b64encode(content).decode(), "base64": True,
+                "mode": mode}  # fmt: skip
+    return {"path": path, "content": content, "mode": mode}
+
+
+def _downloaded(got: dict[str, Any]) -> bytes:
+    content = str(got["content"])
+    return base64.b64decode(content) if got.get("base64") else content.encode()
