@@ -15,13 +15,14 @@ content. The function's `__name__` names its metric (`rewards/<name>/mean`).
 
 The rows come from `crucible dataset export` (records/prompt_row.py): `task_id` and
 `task_hash` say which task grades a completion. Each completion is one grade item whose id
-is a hash of the task, the prompt, the completion, the submission shape, the trainer's step
-and the completion's index, so a retried call (or a resumed run that samples the same)
+is a hash of the task, the submission, the prompt, the trainer's step and the completion's
+index (common.grade_id with `salt`), so a retried call (or a resumed run that samples the same)
 reuses the grade: the service never starts a second sandbox for it. Statuses map to
 rewards as TRL wants them: `ok` its reward, `invalid` 0.0 (the policy's fault), and
-`unscorable` or still `pending` after `wait_s` None (masked). A request the service
-refuses (unknown task, changed task: 4xx) or a service that does not answer raises
-ServiceError: a misconfigured run fails loudly instead of training on nothing.
+`unscorable` or still `pending` after `wait_s` None (masked), and so is a batch the
+service did not answer after the client's retries (infrastructure, as for every adapter:
+common.grade_sync). A request the service refuses (unknown task, changed task: a 4xx)
+raises ServiceError: a misconfigured run fails loudly instead of training on nothing.
 """
 
 from __future__ import annotations
@@ -29,22 +30,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
-
-from pydantic import ValidationError
+from typing import Any
 
 from crucible.records.prompt_row import TASK_HASH, TASK_ID
 from crucible.records.serve import GradeItem, GradeResult, GradeStatus, TaskRef
-from crucible.records.submission import (
-    FilesSubmission,
-    PatchSubmission,
-    TextSubmission,
-    check_sandbox_path,
-)
-from crucible.trainers.client import DEFAULT_WAIT_S, ServiceClient
-
-SubmissionKind = Literal["text", "files", "patch"]
-ID_PREFIX = "trl-"
+from crucible.records.submission import FilesSubmission, check_sandbox_path
+from crucible.trainers.client import DEFAULT_WAIT_S
+from crucible.trainers.common import SubmissionMode, grade_id, grade_sync, prepare, sync_client
 
 
 def completion_text(completion: str | Sequence[dict[str, Any]]) -> str:
@@ -63,15 +55,12 @@ def completion_text(completion: str | Sequence[dict[str, Any]]) -> str:
     return ""
 
 
-def _digest(*parts: object) -> str:
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def grade_id(task_id: str, task_hash: str | None, prompt: object, completion: object,
-             submission: str, step: int, index: int) -> str:  # fmt: skip
-    """The idempotency key of one completion's grade: the same inputs give the same id."""
-    return ID_PREFIX + _digest(task_id, task_hash, prompt, completion, submission, step, index)
+def salt(prompt: object, step: int, index: int) -> str:
+    """What makes one completion's grade id its own beside its task and submission: the
+    prompt, the trainer's step and the completion's place in the batch (so two equal
+    completions of a group are two grades, and a retried call reuses both)."""
+    text = json.dumps(prompt, sort_keys=True, separators=(",", ":"), default=str)
+    return f"trl:{step}:{index}:{hashlib.sha256(text.encode()).hexdigest()[:32]}"
 
 
 def _column(name: str, columns: dict[str, Any], n: int) -> list[Any]:
@@ -85,97 +74,65 @@ def _column(name: str, columns: dict[str, Any], n: int) -> list[Any]:
 
 
 class CrucibleReward:
-    """A TRL reward function grading each completion through the service. Picklable (the
-    HTTP client is made on first use)."""
+    """A TRL reward function grading each completion through the service. Picklable: it
+    holds no connection (the process's client is common.sync_client's)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
-                 submission: SubmissionKind = "text", answer_path: str | None = None,
-                 wait_s: float = DEFAULT_WAIT_S, name: str = "crucible",
-                 timeout_s: float = 30.0, verify: bool | str = True) -> None:  # fmt: skip
+                 submission: SubmissionMode = "text", answer_path: str | None = None,
+                 wait_s: float = DEFAULT_WAIT_S, name: str = "crucible") -> None:  # fmt: skip
         if submission not in ("text", "files", "patch"):
             raise ValueError(f"submission is text, files or patch, not {submission!r}")
-        if submission == "files":
-            if answer_path is None:
-                raise ValueError("submission='files' needs answer_path: where the answer goes")
+        if answer_path is not None:
+            if submission != "files":
+                raise ValueError("answer_path is for submission='files' (a text answer goes "
+                                 "where the task declares: [metadata] answer_path)")  # fmt: skip
             answer_path = check_sandbox_path(answer_path)
-        elif answer_path is not None:
-            raise ValueError("answer_path is for submission='files' (a text answer goes where "
-                             "the task declares: [metadata] answer_path)")  # fmt: skip
-        self.__name__ = name
+        self.__name__ = name  # TRL's metric name: rewards/<name>/mean
         self.url, self.token = url, token
         self.submission, self.answer_path, self.wait_s = submission, answer_path, wait_s
-        self.timeout_s, self.verify = timeout_s, verify
-        self._client: ServiceClient | None = None
-        self.last_results: list[GradeResult | None] = []  # the last batch's, None: not sent
+        self.last_results: list[GradeResult] = []  # the last batch's grades, in order
 
-    @property
-    def client(self) -> ServiceClient:
-        if self._client is None:
-            self._client = ServiceClient(self.url, self.token, timeout_s=self.timeout_s,
-                                         verify=self.verify)  # fmt: skip
-        return self._client
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_client": None}
-
-    def _submission(self, answer: str) -> TextSubmission | FilesSubmission | PatchSubmission:
-        if self.submission == "text":
-            return TextSubmission(text=answer)
-        if self.submission == "files":
-            assert self.answer_path is not None
-            return FilesSubmission(files={self.answer_path: answer})
-        return PatchSubmission(patch=answer)
+    def _prepare(self, task: TaskRef, answer: str, step: int, index: int,
+                 prompt: object) -> GradeItem | GradeResult:  # fmt: skip
+        key = salt(prompt, step, index)
+        meta = {"trainer": "trl", "step": step, "index": index}
+        group = "trl-" + salt(prompt, step, 0).rsplit(":", 1)[1]  # a prompt's generations
+        if self.answer_path is None:
+            return prepare(task, answer, self.submission, key, meta, group)
+        sub = FilesSubmission(files={self.answer_path: answer})  # the file's whole content
+        return GradeItem(id=grade_id(task, sub, key), task=task, submission=sub,
+                         group_id=group, meta=meta)  # fmt: skip
 
     def __call__(self, prompts: list[Any], completions: list[Any],
                  **columns: Any) -> list[float | None]:  # fmt: skip
         n = len(completions)
         task_ids = _column(TASK_ID, columns, n)
         hashes = columns.get(TASK_HASH) or [None] * n
-        state = columns.get("trainer_state")
-        step = int(getattr(state, "global_step", 0) or 0)
-        items: list[GradeItem] = []
-        slots: list[int | None] = []  # completion i -> its place in items (None: invalid)
-        for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
-            try:
-                sub = self._submission(completion_text(completion))
-            except ValidationError:  # empty patch, over-long text: the policy's fault
-                slots.append(None)
-                continue
-            task = TaskRef(id=str(task_ids[i]), hash=hashes[i])
-            items.append(GradeItem(
-                id=grade_id(task.id, task.hash, prompt, completion, self.submission, step, i),
-                task=task, submission=sub,
-                group_id=ID_PREFIX + _digest(task.id, task.hash, prompt, step)[:32],
-                meta={"trainer": "trl", "step": step, "index": i},
-            ))  # fmt: skip
-            slots.append(len(items) - 1)
-        results = self.client.grade(items, wait_s=self.wait_s) if items else []
-        self.last_results = [None if s is None else results[s] for s in slots]
-        rewards = [reward_of(r) for r in self.last_results]
+        step = int(getattr(columns.get("trainer_state"), "global_step", 0) or 0)
+        prepared = [
+            self._prepare(TaskRef(id=str(task_ids[i]), hash=hashes[i]),
+                          completion_text(completion), step, i, prompt)
+            for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True))
+        ]  # fmt: skip
+        self.last_results = grade_sync(sync_client(self.url, self.token), prepared, self.wait_s)
         _log(columns, self.__name__, self.last_results)
-        return rewards
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        return [reward_of(r) for r in self.last_results]
 
 
-def reward_of(result: GradeResult | None) -> float | None:
-    """A grade as TRL's reward: `ok` its reward (None if it has none), `invalid` (or not
-    sendable: None) 0.0,
-    `unscorable` and `pending` None (masked)."""
-    if result is None or result.status == GradeStatus.invalid:
+def reward_of(result: GradeResult) -> float | None:
+    """A grade as TRL's reward: `ok` its reward, `invalid` 0.0, `unscorable` and `pending`
+    None (masked)."""
+    if result.status == GradeStatus.invalid:
         return 0.0
-    if result.status == GradeStatus.ok:
-        return None if result.reward is None else float(result.reward)
+    if result.status == GradeStatus.ok and result.reward is not None:
+        return float(result.reward)
     return None
 
 
-def _log(columns: dict[str, Any], name: str, results: list[GradeResult | None]) -> None:
+def _log(columns: dict[str, Any], name: str, results: list[GradeResult]) -> None:
     """The batch's statuses as TRL metrics (`<name>/unscorable`: the fraction masked, ...)
     and a `<name>_status` column of the completions table."""
-    statuses = [GradeStatus.invalid if r is None else r.status for r in results]
+    statuses = [r.status for r in results]
     log_metric: Callable[[str, float], None] | None = columns.get("log_metric")
     log_extra: Callable[[str, list[Any]], None] | None = columns.get("log_extra")
     if log_metric is not None and statuses:
@@ -186,17 +143,17 @@ def _log(columns: dict[str, Any], name: str, results: list[GradeResult | None]) 
 
 
 def crucible_reward(url: str | None = None, token: str | None = None, *,
-                    submission: SubmissionKind = "text", answer_path: str | None = None,
-                    wait_s: float = DEFAULT_WAIT_S, name: str = "crucible",
-                    timeout_s: float = 30.0, verify: bool | str = True) -> CrucibleReward:  # fmt: skip
+                    submission: SubmissionMode = "text", answer_path: str | None = None,
+                    wait_s: float = DEFAULT_WAIT_S, name: str = "crucible") -> CrucibleReward:  # fmt: skip
     """A reward function for TRL's GRPOTrainer (`reward_funcs=`) that grades each completion
     in its task's sandbox through the service at `url` (else $CRUCIBLE_SERVE_URL), with
     `token` (else $CRUCIBLE_SERVE_TOKEN or the file $CRUCIBLE_SERVE_TOKEN_FILE names).
 
     `submission`: what a completion's answer is: `text` (the final answer, written where
-    the task declares), `files` (the content of the file at `answer_path`), or `patch`
-    (a unified diff applied to the task's workdir). `wait_s`: how long one batch may wait
-    for its grades; those not done by then are masked (None).
+    the task declares), `files` (the whole content of the file at `answer_path`; without
+    one, a JSON object of paths and contents), or `patch` (a unified diff applied to the
+    task's workdir). `wait_s`: how long one batch may wait for its grades; those not done
+    by then are masked (None).
     """
     return CrucibleReward(url, token, submission=submission, answer_path=answer_path,
-                          wait_s=wait_s, name=name, timeout_s=timeout_s, verify=verify)  # fmt: skip
+                          wait_s=wait_s, name=name)  # fmt: skip
