@@ -1,1 +1,2 @@
-"""The grading service (`crucible serve`): grades submissions for RL trainers (docs/serve.md)."""
+"""The grading service (`crucible serve`): grades submissions for RL trainers, sessions, warm
+pools (docs/serve.md)."""
