@@ -15,7 +15,7 @@ id or a local folder) for a real one. tests/trainers/test_trl_grpo.py runs this 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,11 @@ SPECIAL = ["<unk>", "<pad>", "<eos>", "<|system|>", "<|user|>", "<|assistant|>"]
 
 
 def tiny_policy(corpus: Iterable[str], *, vocab_size: int = 400, hidden: int = 32,
-                layers: int = 2, seed: int = 0) -> tuple[Any, Any]:  # fmt: skip
+                layers: int = 2, seed: int = 0, chat_template: str = CHAT_TEMPLATE,
+                eos: str = "<eos>", extra_tokens: Sequence[str] = ()) -> tuple[Any, Any]:  # fmt: skip
     """A random-weight Llama (hidden 32, 2 layers) and a byte-level BPE tokenizer trained
-    on `corpus` on the spot: made here, nothing downloaded."""
+    on `corpus` on the spot: made here, nothing downloaded. `chat_template`, `eos` and
+    `extra_tokens` give it another chat format (one that renders tool calls, say)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -40,16 +42,16 @@ def tiny_policy(corpus: Iterable[str], *, vocab_size: int = 400, hidden: int = 3
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     bpe.train_from_iterator(list(corpus), trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL,
+        vocab_size=vocab_size, special_tokens=list(dict.fromkeys([*SPECIAL, eos, *extra_tokens])),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<unk>",
-                                        pad_token="<pad>", eos_token="<eos>",
+                                        pad_token="<pad>", eos_token=eos,
                                         padding_side="left")  # fmt: skip
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = chat_template
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
-                         max_position_embeddings=1024, pad_token_id=tokenizer.pad_token_id,
+                         max_position_embeddings=4096, pad_token_id=tokenizer.pad_token_id,
                          eos_token_id=tokenizer.eos_token_id, bos_token_id=None)  # fmt: skip
     return LlamaForCausalLM(config), tokenizer
 

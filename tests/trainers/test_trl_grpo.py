@@ -83,6 +83,7 @@ def exported(tasks: Path, out: Path) -> Any:
                                  cache_dir=str(out.parent / "hf-cache"))  # fmt: skip
 
 
+@pytest.mark.slow
 async def test_grpo_trains_a_step_on_completions_graded_by_the_service(
     tmp_path: Path, buildah: None
 ) -> None:
