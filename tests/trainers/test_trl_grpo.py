@@ -211,3 +211,25 @@ def test_a_dataset_without_task_columns_is_refused_clearly() -> None:
     with pytest.raises(ValueError, match="absolute"):
         crucible_reward("http://127.0.0.1:9", "t", submission="files", answer_path="x")
     assert os.environ.get("HF_HUB_OFFLINE") == "1"
+
+
+def test_hostile_completions_score_0_without_reaching_the_service() -> None:
+    # Attack: a policy's output over the submission cap, a patch with nothing in it, files
+    # outside the sandbox's tree. Each is the policy's fault (invalid, 0.0), judged here; the
+    # URL has no listener, so anything sent would fail the call. (Before the fix, an
+    # over-cap answer with answer_path raised out of the reward function and stopped training.)
+    from crucible.records.submission import MAX_SUBMISSION_BYTES
+
+    huge = "x" * (MAX_SUBMISSION_BYTES + 1)
+    cols = {"task_id": ["t", "t"], "task_hash": [None, None]}
+    files = crucible_reward("http://127.0.0.1:9", "t", submission="files", answer_path="/app/a")
+    assert files(prompts=["p", "p"], completions=[huge, huge + "y"], **cols) == [0.0, 0.0]
+    assert [g.status for g in files.last_results] == ["invalid", "invalid"]
+    assert files.last_results[0].id != files.last_results[1].id
+    text = crucible_reward("http://127.0.0.1:9", "t")
+    assert text(prompts=["p"], completions=[huge], **{k: v[:1] for k, v in cols.items()}) == [0.0]
+    patch = crucible_reward("http://127.0.0.1:9", "t", submission="patch")
+    assert patch(prompts=["p", "p"], completions=["", "  \n"], **cols) == [0.0, 0.0]
+    json_files = crucible_reward("http://127.0.0.1:9", "t", submission="files")
+    escape = json.dumps({"/app/../../etc/passwd": "root::0:0::/:/bin/sh"})
+    assert json_files(prompts=["p", "p"], completions=[escape, "not json"], **cols) == [0.0, 0.0]

@@ -34,9 +34,16 @@ from typing import Any
 
 from crucible.records.prompt_row import TASK_HASH, TASK_ID
 from crucible.records.serve import GradeItem, GradeResult, GradeStatus, TaskRef
-from crucible.records.submission import FilesSubmission, check_sandbox_path
+from crucible.records.submission import FilesSubmission, TextSubmission, check_sandbox_path
 from crucible.trainers.client import DEFAULT_WAIT_S
-from crucible.trainers.common import SubmissionMode, grade_id, grade_sync, prepare, sync_client
+from crucible.trainers.common import (
+    SubmissionMode,
+    grade_id,
+    grade_sync,
+    invalid_result,
+    prepare,
+    sync_client,
+)
 
 
 def completion_text(completion: str | Sequence[dict[str, Any]]) -> str:
@@ -99,7 +106,11 @@ class CrucibleReward:
         group = "trl-" + salt(prompt, step, 0).rsplit(":", 1)[1]  # a prompt's generations
         if self.answer_path is None:
             return prepare(task, answer, self.submission, key, meta, group)
-        sub = FilesSubmission(files={self.answer_path: answer})  # the file's whole content
+        try:
+            sub = FilesSubmission(files={self.answer_path: answer})  # the file's whole content
+        except ValueError as exc:  # over the size cap: the policy's output, nothing to apply
+            raw = TextSubmission(text=answer[:1_000_000])
+            return invalid_result(grade_id(task, raw, f"files:{key}"), str(exc))
         return GradeItem(id=grade_id(task, sub, key), task=task, submission=sub,
                          group_id=group, meta=meta)  # fmt: skip
 
