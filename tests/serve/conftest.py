@@ -22,10 +22,12 @@ def serving(tmp_path: Path) -> Serving:
     @asynccontextmanager
     async def start(
         tasks: list[Path], *, job: str = "svc", concurrency: int = 4, max_retries: int = 0,
+        trial_timeout: float | None = None,
         **opts: Any,
     ) -> AsyncIterator[Served]:  # fmt: skip
         req = RunRequest(paths=tasks, env="local", jobs_dir=tmp_path / "jobs", job_name=job,
-                         concurrency=concurrency, max_retries=max_retries)  # fmt: skip
+                         concurrency=concurrency, max_retries=max_retries,
+                         trial_timeout=trial_timeout)  # fmt: skip
         async with running_service(req, ServeOptions(port=0, **opts)) as r:
             r.service.options.retry_base_sec = 0.01  # the backoff is not what is tested
             served = Served(r.url, r.token, r.service, httpx.AsyncClient(

@@ -34,9 +34,14 @@ async def test_a_concurrent_batch_is_graded_in_input_order(tmp_path: Path, servi
     try:
         row = index.get_job(job_id)
         assert row is not None and row["agent"] == "submission" and row["n_trials"] == 8
-        assert {t["trial_name"] for t in index.trials(job_id)} == trials
+        rows = index.trials(job_id)
+        assert {t["trial_name"] for t in rows} == trials
+        # Each grade of a task is another attempt of it: reports count every one.
+        assert sorted(t["attempt"] for t in rows) == list(range(8))
     finally:
         index.close()
+    cfg = json.loads((tmp_path / "jobs" / job_id / "job.json").read_text())
+    assert (cfg["agent"], cfg["attempts"]) == ("submission", 8)
 
 
 async def test_a_retried_request_starts_no_second_sandbox(tmp_path: Path, serving: Serving):
@@ -143,3 +148,37 @@ async def test_ids_are_arbitrary_strings(tmp_path: Path, serving: Serving):
         assert got.status_code == 200 and got.json()["cached"] is True
         records = list((s.service.job_dir / GRADES_DIR).iterdir())
         assert [json.loads(p.read_text())["id"] for p in records] == [odd]
+
+
+async def test_a_malformed_submission_is_invalid_and_the_batch_still_graded(
+    tmp_path: Path, serving: Serving
+):
+    hello = write_task(tmp_path / "tasks", "hello")
+    async with serving([hello]) as s:
+
+        def item(gid: str, submission: object) -> dict:
+            return {"id": gid, "task": {"id": "hello"}, "submission": submission}
+
+        resp = await s.grade(
+            item("m1", {"type": "patch", "patch": ""}),
+            hello_item("good"),
+            item("m2", {"type": "files", "files": {"relative/path": "x"}}),
+            item("m3", {"type": "video"}),
+            item("m4", {"type": "files", "files": {"/a/../../etc/x": "x"}}),
+        )
+        assert resp.status_code == 200, resp.text
+        r = resp.json()["results"]
+        assert [x["id"] for x in r] == ["m1", "good", "m2", "m3", "m4"]
+        assert r[1]["status"] == "ok" and r[1]["reward"] == 1.0
+        for x in (r[0], r[2], r[3], r[4]):
+            assert (x["status"], x["reward"]) == ("invalid", 0.0), x
+            assert x["error"].startswith("malformed submission")
+        assert "not absolute" in r[2]["error"] and ".." in r[4]["error"]
+        assert len(s.creates) == 1  # none for the malformed ones
+        # A malformed submission under an id already graded is another submission: 409.
+        resp = await s.grade(item("good", {"type": "patch", "patch": ""}))
+        assert resp.status_code == 409
+        # An unknown task is still a 404 for the whole request.
+        bad = item("m5", {"type": "patch", "patch": ""})
+        bad["task"]["id"] = "nope"
+        assert (await s.grade(bad)).status_code == 404

@@ -59,6 +59,20 @@ def _other_run_alive(index: Index, job_id: str) -> bool:
     return True
 
 
+async def remove_leftovers(provider: Provider, job_id: str, log: FileLog) -> None:
+    """An earlier run of this job may have been killed (kill -9, a crash, a forced
+    exit) and left sandboxes, cgroups and scratch folders named after the job:
+    they are removed before the fan-out, so no manual `sandboxes cleanup` is needed.
+    Best effort: a provider that cannot list them now must not stop the resume."""
+    try:
+        removed = await provider.cleanup(job_id)
+    except Exception as exc:
+        log.warning(f"could not remove what an earlier run of this job left: {exc}")
+        return
+    if removed:
+        log.info(f"removed {removed} sandbox(es) an earlier run of this job left")
+
+
 @dataclass
 class JobOptions:
     max_retries: int = DEFAULT_MAX_RETRIES
@@ -283,17 +297,7 @@ class JobRunner:
         )
 
     async def _remove_leftovers(self) -> None:
-        """An earlier run of this job may have been killed (kill -9, a crash, a forced
-        exit) and left sandboxes, cgroups and scratch folders named after the job:
-        they are removed before the fan-out, so no manual `sandboxes cleanup` is needed.
-        Best effort: a provider that cannot list them now must not stop the resume."""
-        try:
-            removed = await self.provider.cleanup(self.cfg.job_id)
-        except Exception as exc:
-            self.log.warning(f"could not remove what an earlier run of this job left: {exc}")
-            return
-        if removed:
-            self.log.info(f"removed {removed} sandbox(es) an earlier run of this job left")
+        await remove_leftovers(self.provider, self.cfg.job_id, self.log)
 
     def _prepare_specs(self, todo: list[TrialPlan]) -> list[SandboxSpec]:
         specs: dict[str, SandboxSpec] = {}

@@ -6,15 +6,19 @@ the bearer token."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query
+from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Query
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, ValidationError
 
 from crucible import __version__
 from crucible.records.serve import MAX_WAIT_S, GradeRequest, GradeResponse, GradeResult
 from crucible.serve.auth import bearer_auth
 from crucible.serve.limits import DEFAULT_MAX_BODY_MB, BodyLimit
 from crucible.serve.service import GradeService, Refused
+from crucible.serve.wire import read_grade_request
 
 
 def create_app(
@@ -50,11 +54,18 @@ def create_app(
         text = service.metrics.render() + "".join(part() for part in metrics_parts)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
-    @app.post("/v1/grade", dependencies=guarded, response_model=GradeResponse)
-    async def grade(req: GradeRequest) -> GradeResponse:
-        """Grade every item; results in input order. An item's id is its idempotency key."""
+    @app.post("/v1/grade", dependencies=guarded, response_model=GradeResponse,
+              openapi_extra=_request_body(GradeRequest))  # fmt: skip
+    async def grade(body: Any = Body(...)) -> GradeResponse:
+        """Grade every item; results in input order. An item's id is its idempotency key;
+        an item whose submission is malformed is answered `invalid` (reward 0)."""
         try:
-            ids = service.submit(req.items)
+            req, malformed = read_grade_request(body)
+        except ValidationError as exc:
+            service.metrics.requests["422"] += 1
+            raise RequestValidationError(exc.errors(include_url=False)) from None
+        try:
+            ids = service.submit(req.items, malformed)
         except Refused as exc:
             service.metrics.requests[str(exc.status)] += 1
             raise HTTPException(exc.status, exc.message) from None
@@ -74,4 +85,28 @@ def create_app(
 
     for router in routers:
         app.include_router(router, dependencies=guarded)
+    _document(app, GradeRequest)
     return app
+
+
+def _request_body(model: type[BaseModel]) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+
+
+def _document(app: FastAPI, model: type[BaseModel]) -> None:
+    """Put `model` (read by hand, not by FastAPI) in the OpenAPI components /docs shows."""
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = base()
+            defs = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for name, sub in defs.pop("$defs", {}).items():
+                components.setdefault(name, sub)
+            components[model.__name__] = defs
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,7 +1,7 @@
 """The service's bearer token, as a FastAPI dependency every route but /health carries.
 
 The token is webauth/token.py's (generated at start unless --token-file gives one),
-compared in constant time. A request without it is 401, with a wrong one 403, and the
+compared in constant time. A request without it, or with a wrong one, is 401 (RFC 6750), and the
 token is never accepted from the URL (a trainer's logs keep URLs). Routers of other
 parts (sessions) are included by the app factory behind the same dependency.
 """
@@ -31,6 +31,6 @@ def bearer_auth(token: str) -> Auth:
                 headers={"WWW-Authenticate": "Bearer"},
             )
         if not gate.matches(auth[7:].strip()):
-            raise HTTPException(403, "wrong token")
+            raise HTTPException(401, "wrong token", headers={"WWW-Authenticate": "Bearer"})
 
     return require_token

@@ -17,36 +17,35 @@ model) are retried here with backoff, up to --max-retries, then answered `unscor
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.agents.submission import SubmissionAgent
-from crucible.engine.job import _other_run_alive
+from crucible.engine.job import remove_leftovers
 from crucible.engine.scheduler import backoff_delay
 from crucible.engine.spec import TrialPlan
-from crucible.engine.summary import summarize
 from crucible.engine.teardown import Teardown
 from crucible.engine.trial import run_trial
 from crucible.errors import RETRYABLE, ErrorKind
 from crucible.records.defaults import DEFAULT_MAX_RETRIES
-from crucible.records.job import JobConfig, JobSummary
+from crucible.records.job import JobConfig
 from crucible.records.serve import GradeItem, GradeResult, GradeStatus
 from crucible.records.submission import submission_digest
-from crucible.records.trial import TrialResult, utcnow
+from crucible.records.trial import TrialResult
 from crucible.sandboxes.base import Provider
 from crucible.sandboxes.ratelimit import StartGate
+from crucible.serve.jobbook import JobBook, JobBusy
 from crucible.serve.metrics import Metrics
 from crucible.serve.outcome import grade_result
 from crucible.serve.store import GradeRecord, GradeStore, trial_name_for_grade
-from crucible.store.index import BatchWriter, Index
-from crucible.store.layout import dump, iter_trial_results, write_json_atomic
 from crucible.store.logs import JOB_LOG, FileLog
 from crucible.tasks.models import Task
 
 DEFAULT_MAX_PENDING = 10_000
+# What submit hands wait for an item: (id, cached) of a grade, or an answer already made.
+Ticket = tuple[str, bool] | GradeResult
 
 
 class Refused(Exception):
@@ -108,51 +107,39 @@ class GradeService:
         self.metrics = Metrics()
         self.store = GradeStore(self.job_dir)
         self.records: dict[str, GradeRecord] = {}
+        self._attempts: dict[str, int] = {}  # the next attempt number of each task
         self.running: dict[str, asyncio.Task[GradeResult]] = {}
-        self.results: dict[str, TrialResult] = {}  # final trial records, for the summary
+        self.book = JobBook(self.cfg, self.jobs_dir)
         self.ready = False
         self._cancelled = False
         self.on_close: list[Callable[[], Awaitable[None]]] = []  # run by close(), in order
-        self._index: Index | None = None
-        self._writer: BatchWriter | None = None
-        self._summary_task: asyncio.Task[None] | None = None
         self.log = FileLog(self.job_dir / JOB_LOG)
 
     # -- life ------------------------------------------------------------------
     async def start(self) -> None:
         """Write the job, reconcile what an earlier run left, re-run its unfinished grades."""
-        resuming = (self.job_dir / "job.json").exists()
-        self.job_dir.mkdir(parents=True, exist_ok=True)
-        index = Index(self.jobs_dir)
-        if resuming and _other_run_alive(index, self.cfg.job_id):
-            index.close()
-            raise Refused(409, f"job {self.cfg.job_id!r} is being served by another process")
-        write_json_atomic(self.job_dir / "job.json", dump(self.cfg))
         records, bad = self.store.load_all()
+        unfinished = [r for r in records if r.result is None and r.task in self.by_name]
+        finished = {r.trial for r in records if r.result is not None}
+        try:
+            resuming = self.book.start(finished, [r.trial for r in unfinished], len(records))
+        except JobBusy as exc:
+            raise Refused(409, str(exc)) from None
         for note in bad:
             self.log.warning(f"grade record skipped: {note}")
-        self._index = index
-        self._upsert_job("running", len(records))
-        done = {r.trial for r in records if r.result is not None}
-        trials = [r for r in iter_trial_results(self.job_dir) if r.trial_name in done]
-        self.results = {r.trial_name: r for r in trials}
-        index.write_trials(trials)
-        unfinished = [r for r in records if r.result is None and r.task in self.by_name]
-        index.delete_trials(self.cfg.job_id, [r.trial for r in unfinished])
-        self._writer = BatchWriter(index)
-        self._writer.start()
         if resuming:
-            await self._remove_leftovers()
+            await remove_leftovers(self.provider, self.cfg.job_id, self.log)
         self.provider.log_dir = self.job_dir
-        for rec in records:
-            self.records[rec.id] = rec
-            if rec.result is None and rec.task in self.by_name:
-                self._launch(rec)
+        self.records = {r.id: r for r in records}
+        for r in records:
+            self._attempts[r.task] = max(self._attempts.get(r.task, 0), r.attempt + 1)
+        for rec in unfinished:
+            self._launch(rec)
         self.log.info(
-            f"serving job {self.cfg.job_id}: {len(self.by_name)} task(s), {len(done)} grade(s) "
-            f"answered from disk, {len(unfinished)} re-run; concurrency {self.limit}"
+            f"serving job {self.cfg.job_id}: {len(self.by_name)} task(s), {len(finished)} "
+            f"grade(s) answered from disk, {len(unfinished)} re-run; concurrency {self.limit}"
         )
-        self._summary_task = asyncio.create_task(self._write_summary_periodically())
+        self.book.follow(lambda: len(self.records), self._most_attempts)
         self.ready = True
 
     async def close(self) -> None:
@@ -165,20 +152,16 @@ class GradeService:
             except Exception as exc:
                 self.log.warning(f"closing: {exc}")
         await self.teardown.drain()
-        if self._summary_task is not None:
-            self._summary_task.cancel()
-            await asyncio.gather(self._summary_task, return_exceptions=True)
-        if self._index is None:  # never started
+        if not self.book.open:  # never started
             return
         status = "cancelled" if cancelled or self._cancelled else "completed"
-        if self._writer is not None:
-            await self._writer.close()
-        write_json_atomic(self.job_dir / "result.json", dump(self._summary(status)))
-        self.log.info(f"service stopped: {len(self.results)} grade(s) recorded")
+        self.book.set_attempts(self._most_attempts())
+        await self.book.close(status, len(self.records))
+        self.log.info(f"service stopped: {len(self.book.results)} grade(s) recorded")
         self.log.close()
-        self._upsert_job(status, len(self.records))
-        self._index.close()
-        self._index = None
+
+    def _most_attempts(self) -> int:
+        return max(self._attempts.values(), default=1)
 
     async def cancel_running(self) -> int:
         """Stop taking grades and cancel the running ones: how many were cancelled."""
@@ -190,35 +173,34 @@ class GradeService:
         await asyncio.gather(*tasks, return_exceptions=True)
         return len(tasks)
 
-    async def _remove_leftovers(self) -> None:
-        try:
-            removed = await self.provider.cleanup(self.cfg.job_id)
-        except Exception as exc:  # best effort, as a resumed job's
-            self.log.warning(f"could not remove what an earlier run of this job left: {exc}")
-            return
-        if removed:
-            self.log.info(f"removed {removed} sandbox(es) an earlier run of this job left")
-
     # -- grades ------------------------------------------------------------------
-    def submit(self, items: Iterable[GradeItem]) -> list[tuple[str, bool]]:
-        """Check every item, then start the new ones: (id, cached) in input order.
-        Raises Refused, with nothing started, when any item cannot be taken."""
+    def submit(
+        self, items: Iterable[GradeItem], malformed: Mapping[int, str] | None = None
+    ) -> list[Ticket]:
+        """Check every item, then start the new ones: a ticket per item, in input order,
+        for `wait`. Items at the indices of `malformed` (why their submission could not
+        be read) are answered `invalid` at once, unrecorded. Raises Refused, with nothing
+        started, when any item cannot be taken."""
         if not self.ready:
             raise Refused(503, "the service is starting or stopping: retry later")
-        items = list(items)
+        items, malformed = list(items), malformed or {}
         new: dict[str, GradeRecord] = {}
-        for item in items:
-            task = self.by_name.get(item.task.id)
-            if task is None:
-                raise Refused(404, f"item {item.id!r}: no task named {item.task.id!r} is served")
-            if item.task.hash is not None and item.task.hash != task.digest:
-                raise Refused(
-                    409,
-                    f"item {item.id!r}: task {task.name!r} has hash {task.digest}, "
-                    f"not {item.task.hash}",
-                )
+        invalid: dict[str, GradeResult] = {}
+        for i, item in enumerate(items):
+            task = self._task_for(item)
+            if i in malformed:
+                if item.id in self.records or item.id in new:
+                    raise Refused(409, f"grade id {item.id!r} was already used for another "
+                                       "submission")  # fmt: skip
+                invalid[item.id] = GradeResult(
+                    id=item.id, status=GradeStatus.invalid, reward=0.0, error=malformed[i],
+                    task_hash=task.digest, group_id=item.group_id,
+                )  # fmt: skip
+                continue
             digest = submission_digest(item.submission)
             known = self.records.get(item.id) or new.get(item.id)
+            if known is None and item.id in invalid:
+                raise Refused(409, f"grade id {item.id!r} is given twice, with two submissions")
             if known is not None:
                 if known.digest != digest or known.task != task.name:
                     raise Refused(
@@ -244,22 +226,37 @@ class GradeService:
                 f"pass the cap of {self.options.max_pending}: retry later",
             )
         for rec in new.values():  # recorded before its sandbox starts
+            rec.attempt = self._attempts.get(rec.task, 0)
+            self._attempts[rec.task] = rec.attempt + 1
             self.store.write(rec)
             self.records[rec.id] = rec
             self._launch(rec)
         seen: set[str] = set()
-        out: list[tuple[str, bool]] = []
-        for item in items:
+        out: list[Ticket] = []
+        for i, item in enumerate(items):
+            if i in malformed:
+                out.append(invalid[item.id])
+                continue
             out.append((item.id, item.id not in new or item.id in seen))
             seen.add(item.id)
         return out
 
-    async def wait(self, ids: list[tuple[str, bool]], wait_s: float) -> list[GradeResult]:
-        """The results of `ids` (from submit), waiting up to `wait_s` for running ones."""
+    def _task_for(self, item: GradeItem) -> Task:
+        task = self.by_name.get(item.task.id)
+        if task is None:
+            raise Refused(404, f"item {item.id!r}: no task named {item.task.id!r} is served")
+        if item.task.hash is not None and item.task.hash != task.digest:
+            raise Refused(409, f"item {item.id!r}: task {task.name!r} has hash {task.digest}, "
+                               f"not {item.task.hash}")  # fmt: skip
+        return task
+
+    async def wait(self, tickets: list[Ticket], wait_s: float) -> list[GradeResult]:
+        """The results of `tickets` (from submit), waiting up to `wait_s` for running ones."""
+        ids = [t for t in tickets if isinstance(t, tuple)]
         running = {self.running[i] for i, _ in ids if i in self.running}
         if running and wait_s > 0:
             await asyncio.wait(running, timeout=wait_s)  # never cancels them
-        return [self.answer(i, cached) for i, cached in ids]
+        return [t if isinstance(t, GradeResult) else self.answer(*t) for t in tickets]
 
     def answer(self, grade_id: str, cached: bool) -> GradeResult:
         rec = self.records[grade_id]
@@ -293,7 +290,7 @@ class GradeService:
 
     async def _grade(self, rec: GradeRecord) -> GradeResult:
         task = self.by_name[rec.task]
-        plan = GradePlan(task=task, attempt=0, job_id=self.cfg.job_id,
+        plan = GradePlan(task=task, attempt=rec.attempt, job_id=self.cfg.job_id,
                          tampered=self.cfg.tampered, name=rec.trial)  # fmt: skip
         retries = 0
         while True:
@@ -312,9 +309,7 @@ class GradeService:
                               group_id=rec.group_id)  # fmt: skip
         rec.result = graded
         self.store.write(rec)
-        self.results[result.trial_name] = result
-        if self._writer is not None:
-            self._writer.add(result)
+        self.book.add(result)
         self.metrics.graded(graded.status.value)
         return graded
 
@@ -351,25 +346,3 @@ class GradeService:
             return ErrorKind(result.outcome) in RETRYABLE
         except ValueError:
             return False
-
-    # -- the job's summary ---------------------------------------------------------
-    def _summary(self, status: str) -> JobSummary:
-        s = summarize(self.cfg.job_id, status, list(self.results.values()), len(self.records))
-        s.started_at = self.cfg.created_at
-        s.finished_at = utcnow() if status != "running" else None
-        return s
-
-    def _upsert_job(self, status: str, n_grades: int) -> None:
-        assert self._index is not None
-        self._index.upsert_job(self.cfg, status=status, path=self.job_dir, pid=os.getpid(),
-                               n_trials=n_grades)  # fmt: skip
-
-    async def _write_summary_periodically(self) -> None:
-        last = (-1, -1)
-        while True:
-            await asyncio.sleep(1.0)
-            now = (len(self.results), len(self.records))
-            if now != last:
-                last = now
-                write_json_atomic(self.job_dir / "result.json", dump(self._summary("running")))
-                self._upsert_job("running", len(self.records))

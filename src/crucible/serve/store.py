@@ -40,6 +40,8 @@ class GradeRecord(BaseModel):
     task: str  # the task's name
     task_hash: str
     trial: str  # the trial folder's name in the job
+    # The task's grades are its attempts, numbered as they come: reports count each one.
+    attempt: int = 0
     submission: Submission
     group_id: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,128 @@
+"""Grades outlive their requests and the service: a client that disconnects mid-request
+leaves its grade running (stored under its id), and a `crucible serve` killed with
+kill -9 and restarted on the same job answers finished ids from disk and runs the
+unfinished ones again, after removing the sandboxes the killed run left."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.engine.test_resume_local import _processes_of
+from tests.helpers.serving import Serving, hello_item, write_task
+from tests.helpers.wait import await_until, wait_until
+
+from crucible.sandboxes.local.provider import LocalProvider
+from crucible.serve.store import trial_name_for_grade
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def test_a_client_that_disconnects_does_not_lose_its_grade(tmp_path: Path, serving: Serving):
+    # One slot (-c 1), held by a grade whose test hangs until the trial time limit ends it:
+    # the grade asked for next waits for the slot while its client goes away.
+    hello = write_task(tmp_path / "tasks", "hello")
+    sleepy = write_task(tmp_path / "tasks", "sleepy", test="sleep 600\n")
+    async with serving([hello, sleepy], concurrency=1, trial_timeout=3) as s:
+        await s.grade(hello_item("hang", task="sleepy"), wait_s=0)
+        await await_until(lambda: s.service.metrics.in_flight == 1, "the slot to be taken")
+        request = asyncio.create_task(s.grade(hello_item("d1")))
+        await await_until(lambda: s.service.records.get("d1") is not None, "d1 to be taken")
+        assert s.service.records["d1"].result is None  # queued behind the hang
+        request.cancel()  # the client goes away mid-request
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        got = (await s.http.get("/v1/grade/d1", params={"wait_s": 120})).json()
+        assert (got["status"], got["reward"], got["cached"]) == ("ok", 1.0, True)
+        hang = (await s.http.get("/v1/grade/hang")).json()
+        assert hang["status"] == "unscorable" and "time limit" in hang["error"]
+        assert len(s.creates) == 2
+
+
+def _serve(task_dirs: list[Path], jobs: Path, job: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "crucible.cli.main", "serve", *map(str, task_dirs),
+         "--jobs-dir", str(jobs), "--job-name", job, "--port", "0", "-c", "1", "--json", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def _started(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line, f"the service did not start: {proc.stderr.read() if proc.stderr else ''}"
+    return dict(json.loads(line))
+
+
+@pytest.fixture
+def job() -> Iterator[str]:
+    job_id = f"serve-kill9-{uuid.uuid4().hex[:8]}"
+    yield job_id
+    asyncio.run(LocalProvider().cleanup(job_id))
+
+
+def test_kill_9_then_restart_answers_finished_ids_and_reruns_the_rest(tmp_path: Path, job: str):
+    hello = write_task(tmp_path / "tasks", "hello")
+    # Its test hangs: the grade is in flight, holding the one slot (-c 1), when the kill comes.
+    sleepy = write_task(tmp_path / "tasks", "sleepy", test="sleep 600\n")
+    jobs = tmp_path / "jobs"
+    first = _serve([hello, sleepy], jobs, job)
+    try:
+        info = _started(first)
+        with httpx.Client(base_url=info["url"], timeout=120,
+                          headers={"Authorization": f"Bearer {info['token']}"}) as http:  # fmt: skip
+            done = http.post("/v1/grade", json={"items": [hello_item("done")]}).json()
+            assert done["results"][0]["reward"] == 1.0
+            items = [hello_item("hung", task="sleepy"), hello_item("queued")]
+            pending = http.post("/v1/grade", json={"items": items, "wait_s": 0}).json()
+            assert [r["status"] for r in pending["results"]] == ["pending", "pending"]
+        hung_log = jobs / job / trial_name_for_grade("hung") / "trial.log"
+        wait_until(lambda: hung_log.is_file() and "verifier: started" in hung_log.read_text(),
+                   "the hung grade's test to be running")  # fmt: skip
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.communicate()
+    done_result = (jobs / job / trial_name_for_grade("done") / "result.json").read_text()
+    assert not (jobs / job / trial_name_for_grade("queued")).exists()  # never started
+
+    # Restarted: the hang is ended by the trial time limit (unscorable, not retried).
+    second = _serve([hello, sleepy], jobs, job, "--trial-timeout", "5", "--max-retries", "0")
+    try:
+        info = _started(second)
+        with httpx.Client(base_url=info["url"], timeout=120,
+                          headers={"Authorization": f"Bearer {info['token']}"}) as http:  # fmt: skip
+            again = http.post("/v1/grade", json={"items": [hello_item("done")]}).json()
+            assert again["results"][0]["cached"] is True and again["results"][0]["reward"] == 1.0
+            queued = http.get("/v1/grade/queued", params={"wait_s": 120}).json()
+            assert (queued["status"], queued["reward"]) == ("ok", 1.0)
+            hung = http.get("/v1/grade/hung", params={"wait_s": 120}).json()
+            assert (hung["status"], hung["reward"]) == ("unscorable", None)
+            assert "time limit" in hung["error"]
+            metrics = http.get("/metrics").text
+            assert "crucible_serve_trials_started_total 2" in metrics  # `done` was not re-run
+        second.send_signal(signal.SIGTERM)
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == 0, err
+    finally:
+        if second.poll() is None:
+            os.killpg(second.pid, signal.SIGKILL)
+            second.communicate()
+    assert (jobs / job / trial_name_for_grade("done") / "result.json").read_text() == done_result
+    log = (jobs / job / "job.log").read_text()
+    assert "1 grade(s) answered from disk, 2 re-run" in log, log
+    # What the killed run left (its slot's cgroup and scratch folder) was removed at start.
+    assert "sandbox(es) an earlier run of this job left" in log, log
+    assert _processes_of(job) == []
+    summary = json.loads((jobs / job / "result.json").read_text())
+    assert summary["status"] == "completed" and summary["n_done"] == 3, summary
