@@ -1,2 +1,1 @@
-"""The grading service (`crucible serve`): grades submissions for RL trainers, sessions, warm
-pools (docs/serve.md)."""
+"""The grading service (`crucible serve`): grades, sessions and warm pools for RL trainers."""

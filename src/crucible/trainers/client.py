@@ -46,7 +46,7 @@ class ServiceError(RuntimeError):
         self.status = status
 
 
-def _resolve(url: str | None, token: str | None) -> tuple[str, str]:
+def resolve(url: str | None, token: str | None) -> tuple[str, str]:
     url = url or os.environ.get(URL_ENV)
     if not url:
         raise ServiceError(f"no service URL: pass url= or set {URL_ENV}")
@@ -78,7 +78,7 @@ class ServiceClient:
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  timeout_s: float = 30.0, verify: bool | str = True) -> None:  # fmt: skip
-        self.url, token = _resolve(url, token)
+        self.url, token = resolve(url, token)
         self._http = httpx.Client(
             base_url=self.url, headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(timeout_s, read=None), verify=verify,
@@ -167,7 +167,7 @@ class AsyncServiceClient:
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  timeout_s: float = 30.0, verify: bool | str = True) -> None:  # fmt: skip
-        self.url, token = _resolve(url, token)
+        self.url, token = resolve(url, token)
         self._http = httpx.AsyncClient(
             base_url=self.url, headers={"Authorization": f"Bearer {token}"},
             timeout=httpx.Timeout(timeout_s, read=None), verify=verify,

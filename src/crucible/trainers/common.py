@@ -35,7 +35,7 @@ from crucible.records.submission import (
     TextSubmission,
     submission_digest,
 )
-from crucible.trainers.client import AsyncServiceClient, ServiceClient, ServiceError
+from crucible.trainers.client import AsyncServiceClient, ServiceClient, ServiceError, resolve
 
 SubmissionMode = Literal["text", "files", "patch"]
 AnySubmission = TextSubmission | FilesSubmission | PatchSubmission
@@ -99,7 +99,7 @@ def to_submission(completion: str, mode: SubmissionMode = "text") -> AnySubmissi
     if mode == "files":
         fenced = re.search(r"```(?:json)?[ \t]*\n(.*?)```", completion, re.DOTALL)
         try:
-            files = json.loads(fenced.group(1) if fenced else completion)
+            files = json.loads(fenced.group(1) if fenced else completion, strict=False)
         except ValueError as exc:
             raise ValueError(f"the completion is not a JSON object of files: {exc}") from exc
         try:
@@ -182,29 +182,30 @@ async def grade_async(client: AsyncServiceClient, prepared: list[GradeItem | Gra
 
 # -- one client per process (per event loop for the async one) -------------------------
 _lock = threading.Lock()
-_sync: dict[tuple[str | None, str | None], ServiceClient] = {}
+_sync: dict[tuple[str, str], ServiceClient] = {}
 _async: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[tuple[str | None, str | None], AsyncServiceClient]
+    asyncio.AbstractEventLoop, dict[tuple[str, str], AsyncServiceClient]
 ] = weakref.WeakKeyDictionary()
 
 
 def sync_client(url: str | None = None, token: str | None = None) -> ServiceClient:
     """The process's blocking client for (url, token); URL and token default to the
     CRUCIBLE_SERVE_* variables. httpx.Client is safe to share between threads."""
+    key = resolve(url, token)  # the endpoint the variables name now
     with _lock:
-        client = _sync.get((url, token))
+        client = _sync.get(key)
         if client is None:
-            client = _sync[(url, token)] = ServiceClient(url, token)
+            client = _sync[key] = ServiceClient(*key)
         return client
 
 
 def async_client(url: str | None = None, token: str | None = None) -> AsyncServiceClient:
     """The running event loop's client for (url, token) (an httpx.AsyncClient belongs
     to the loop it first ran on)."""
-    loop = asyncio.get_running_loop()
+    loop, key = asyncio.get_running_loop(), resolve(url, token)
     with _lock:
         clients = _async.setdefault(loop, {})
-        client = clients.get((url, token))
+        client = clients.get(key)
         if client is None:
-            client = clients[(url, token)] = AsyncServiceClient(url, token)
+            client = clients[key] = AsyncServiceClient(*key)
         return client

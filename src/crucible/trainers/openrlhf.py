@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import socket
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -160,10 +161,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = AsyncServiceClient(a.service_url)
     app = proxy_app(client, token, unscorable_value=a.unscorable_value,
                     submission=a.submission, wait_s=a.wait_s)  # fmt: skip
-    print(f"remote_rm_url: http://{a.host}:{a.port}{PATH}?token={token}", flush=True)
     import uvicorn
 
-    uvicorn.run(app, host=a.host, port=a.port, log_level="warning")
+    family, kind, proto, _, addr = socket.getaddrinfo(a.host, a.port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(addr)  # bound and listening before the URL is printed: --port 0 prints
+    sock.listen(2048)  # the real port, and a client that reads it at once is queued
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"remote_rm_url: http://{shown}:{port}{PATH}?token={token}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server.run(sockets=[sock])
     return 0
 
 

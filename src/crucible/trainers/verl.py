@@ -30,7 +30,7 @@ string is the task's name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from crucible.records.serve import GradeItem, GradeResult, GradeStatus
@@ -112,6 +112,20 @@ def compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[str
     prepared = [_item(d, s, g, e, submission, salt) for d, s, g, e in rows]
     results = grade_sync(sync_client(url, token), prepared, wait_s)
     return [to_score(r, unscorable_value) for r in results]
+
+
+def verl_row(row: Mapping[str, Any], index: int = 0) -> dict[str, Any]:
+    """A `crucible dataset export` row (prompt, task_id, task_hash, ...) as a row of verl's
+    RLHFDataset (verl/utils/dataset/rl_dataset.py: `prompt`, `data_source`,
+    `reward_model.ground_truth`, `extra_info`), naming the task both ways."""
+    task = find_task(row)
+    return {
+        "data_source": "crucible",
+        "prompt": row["prompt"],
+        "ability": "agent",
+        "reward_model": {"style": "rule", "ground_truth": task.id},
+        "extra_info": {"task_id": task.id, "task_hash": task.hash, "index": index},
+    }
 
 
 SampleFn = Callable[..., dict[str, float]]
