@@ -15,6 +15,7 @@ id or a local folder) for a real one. tests/trainers/test_trl_grpo.py runs this 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,11 +104,14 @@ def main() -> None:
     else:
         model, tokenizer = tiny_policy(prompt_texts(dataset))
     reward = crucible_reward(submission=a.submission, answer_path=a.answer_path)
+    # A batch holds whole groups (2 generations of each of up to 2 prompts): a prompt set of
+    # one task still makes a step.
+    batch = 2 * min(2, len(dataset))
     trainer = grpo_trainer(model, tokenizer, dataset, reward, a.out, steps=a.steps,
-                           cpu=a.model is None)  # fmt: skip
+                           batch=batch, cpu=a.model is None)  # fmt: skip
     trainer.train()
-    for entry in trainer.state.log_history:
-        print(entry)
+    for entry in trainer.state.log_history:  # one JSON line per logged step
+        print("log", json.dumps(entry))
 
 
 if __name__ == "__main__":

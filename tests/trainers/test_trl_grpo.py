@@ -13,6 +13,8 @@ import importlib.util
 import inspect
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -233,3 +235,27 @@ def test_hostile_completions_score_0_without_reaching_the_service() -> None:
     json_files = crucible_reward("http://127.0.0.1:9", "t", submission="files")
     escape = json.dumps({"/app/../../etc/passwd": "root::0:0::/:/bin/sh"})
     assert json_files(prompts=["p", "p"], completions=[escape, "not json"], **cols) == [0.0, 0.0]
+
+
+@pytest.mark.slow
+def test_the_example_trains_against_a_running_crucible_serve(service: Any, tmp_path: Path) -> None:
+    # As a user runs it: the prompt set exported by the CLI, the service (a `crucible serve`
+    # subprocess, tests/trainers/conftest.py) named by the environment, the example's main.
+    prompts, before = tmp_path / "prompts.jsonl", len(service.trials())
+    export = subprocess.run([sys.executable, "-m", "crucible.cli.main", "dataset", "export",
+                             str(service.tasks["hello-file"]), "-o", str(prompts)],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert export.returncode == 0, export.stderr
+    env = {**os.environ, "CRUCIBLE_SERVE_URL": service.url, "CRUCIBLE_SERVE_TOKEN": service.token,
+           "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # fmt: skip
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "trainers" / "trl_grpo.py"),
+                          str(prompts), "--submission", "files", "--answer-path", "/app/hello.txt",
+                          "--steps", "1", "--out", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    logs = [json.loads(line[4:]) for line in run.stdout.splitlines() if line.startswith("log {")]
+    logged = logs[0]
+    # A random policy never writes the right file: every completion graded, each a 0.
+    assert logged["step"] == 1 and logged["crucible/ok"] == 1.0
+    assert logged["rewards/crucible/mean"] == 0.0
+    assert len(service.trials()) == before + 2  # one task: a batch of its 2 generations
