@@ -22,7 +22,10 @@ def answer_task(
     difficulty: str = "easy",
     tags: tuple[str, ...] = ("math",),
     extra_toml: str = "",
+    test: str | None = None,
+    dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\n",
 ) -> Path:
+    """The task folder `parent/name`; `test` replaces its verifier (the body of test.sh)."""
     root = parent / name
     (root / "environment").mkdir(parents=True)
     (root / "tests").mkdir()
@@ -36,12 +39,13 @@ def answer_task(
         '[environment]\ncpus = 1\nmemory_mb = 256\nstorage_mb = 512\nnetwork_mode = "no-network"\n'
     )
     (root / "instruction.md").write_text(f"{question}\nWrite only the answer.\n")
-    (root / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    (root / "tests" / "test.sh").write_text(
-        "#!/usr/bin/env bash\nmkdir -p /logs/verifier\n"
-        f'got=$(tr -d "[:space:]" < {ANSWER_PATH} 2>/dev/null || true)\n'
-        f'if [ "$got" = "{answer}" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
-    )
+    (root / "environment" / "Dockerfile").write_text(dockerfile)
+    if test is None:
+        test = (
+            f'got=$(tr -d "[:space:]" < {ANSWER_PATH} 2>/dev/null || true)\n'
+            f'if [ "$got" = "{answer}" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'
+        )
+    (root / "tests" / "test.sh").write_text("#!/usr/bin/env bash\nmkdir -p /logs/verifier\n" + test)
     (root / "solution" / "solve.sh").write_text(
         f"#!/usr/bin/env bash\nmkdir -p /logs/agent\necho {answer} > {ANSWER_PATH}\n"
     )

@@ -5,14 +5,13 @@ with it, whose rollouts each get a sandbox that is graded."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from tests.helpers.session_server import session_server
+from tests.helpers.trl_example import trl_example
 
 from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
@@ -118,7 +117,7 @@ def rigged_tool_policy(task: Task) -> tuple[object, object]:
     import torch
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    ex = example()
+    ex = trl_example()
     model, tokenizer = ex.tiny_policy(
         [task.instruction] * 4, chat_template=qwen2_5_chat_template, eos="<|im_end|>",
         extra_tokens=["<|im_start|>", "<tool_call>", "</tool_call>"],
@@ -136,15 +135,6 @@ def rigged_tool_policy(task: Task) -> tuple[object, object]:
         head.bias[tokenizer.convert_tokens_to_ids(call)] = 0.0
     model.lm_head = head
     return model, tokenizer
-
-
-def example() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "examples" / "trainers" / "trl_grpo.py"
-    spec = importlib.util.spec_from_file_location("trl_grpo_example", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.slow

@@ -9,18 +9,17 @@ on the prompts (examples/trainers/trl_grpo.py `tiny_policy`); nothing is downloa
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import inspect
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from tests.helpers.answer_tasks import ANSWER_PATH
+from tests.helpers.answer_tasks import ANSWER_PATH, answer_task
+from tests.helpers.trl_example import trl_example
 
 from crucible.engine.request import RunRequest
 from crucible.export.dataset import ExportFormat, load_rows, write_dataset
@@ -34,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # The verifier of the tasks below: 1 when the answer has an even number of bytes. A random
 # policy's completions score both ways, so the step has advantages to train on.
 EVEN_TEST = (
-    "mkdir -p /logs/verifier\n"
     f"n=$(wc -c < {ANSWER_PATH} 2>/dev/null || echo 1)\n"
     "if [ $((n % 2)) -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
 )
@@ -46,31 +44,6 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-
-
-def example() -> ModuleType:
-    path = ROOT / "examples" / "trainers" / "trl_grpo.py"
-    spec = importlib.util.spec_from_file_location("trl_grpo_example", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def task(parent: Path, name: str, question: str, *, test: str = EVEN_TEST,
-         dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\n") -> Path:  # fmt: skip
-    root = parent / name
-    for sub in ("environment", "tests"):
-        (root / sub).mkdir(parents=True)
-    (root / "task.toml").write_text(
-        'schema_version = "1.1"\n[metadata]\ncategory = "format"\ndifficulty = "easy"\n'
-        "[agent]\ntimeout_sec = 60.0\n[verifier]\ntimeout_sec = 30.0\n"
-        '[environment]\ncpus = 1\nmemory_mb = 256\nnetwork_mode = "no-network"\n'
-    )
-    (root / "instruction.md").write_text(question + "\n")
-    (root / "environment" / "Dockerfile").write_text(dockerfile)
-    (root / "tests" / "test.sh").write_text("#!/usr/bin/env bash\n" + test)
-    return root
 
 
 def service_request(tasks: Path, jobs: Path) -> RunRequest:
@@ -90,10 +63,10 @@ async def test_grpo_trains_a_step_on_completions_graded_by_the_service(
     tmp_path: Path, buildah: None
 ) -> None:
     tasks = tmp_path / "tasks"
-    task(tasks, "even-a", "Reply with an even number of characters.")
-    task(tasks, "even-b", "Say something whose length is even.")
+    answer_task(tasks, "even-a", "Reply with an even number of characters.", "", test=EVEN_TEST)
+    answer_task(tasks, "even-b", "Say something whose length is even.", "", test=EVEN_TEST)
     data = exported(tasks, tmp_path / "prompts.jsonl")
-    ex = example()
+    ex = trl_example()
     model, tokenizer = ex.tiny_policy(ex.prompt_texts(data))
     async with running_service(
         service_request(tasks, tmp_path / "jobs"), ServeOptions(port=0)
@@ -141,9 +114,11 @@ async def test_the_reward_maps_each_status_as_trl_masks_and_retries_reuse_grades
     from transformers import TrainerState
 
     tasks = tmp_path / "tasks"
-    task(tasks, "even", "Reply with an even number of characters.")
-    task(tasks, "broken", "Anything.", dockerfile="FROM debian:bookworm-slim\nRUN exit 3\n")
-    task(tasks, "patched", "Fix it.", test="echo 1 > /logs/verifier/reward.txt\n")
+    answer_task(tasks, "even", "Reply with an even number of characters.", "", test=EVEN_TEST)
+    answer_task(
+        tasks, "broken", "Anything.", "", dockerfile="FROM debian:bookworm-slim\nRUN exit 3\n"
+    )
+    answer_task(tasks, "patched", "Fix it.", "", test="echo 1 > /logs/verifier/reward.txt\n")
     rows = {r.task_id: r for r in load_rows([tasks])}
     metrics: dict[str, float] = {}
     extra: dict[str, list[Any]] = {}
