@@ -109,9 +109,12 @@ async def test_grpo_trains_a_step_on_completions_graded_by_the_service(
 
 
 async def test_the_reward_maps_each_status_as_trl_masks_and_retries_reuse_grades(
-    tmp_path: Path, buildah: None
+    tmp_path: Path, buildah: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from transformers import TrainerState
+
+    # Two items a request: a batch over the service's cap goes as several, in input order.
+    monkeypatch.setattr("crucible.trainers.trl.MAX_ITEMS", 2)
 
     tasks = tmp_path / "tasks"
     answer_task(tasks, "even", "Reply with an even number of characters.", "", test=EVEN_TEST)

@@ -30,10 +30,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from crucible.records.prompt_row import TASK_HASH, TASK_ID
-from crucible.records.serve import GradeItem, GradeResult, GradeStatus, TaskRef
+from crucible.records.serve import MAX_ITEMS, GradeItem, GradeResult, GradeStatus, TaskRef
 from crucible.records.submission import FilesSubmission, TextSubmission, check_sandbox_path
 from crucible.trainers.client import DEFAULT_WAIT_S
 from crucible.trainers.common import (
@@ -114,6 +115,17 @@ class CrucibleReward:
         return GradeItem(id=grade_id(task, sub, key), task=task, submission=sub,
                          group_id=group, meta=meta)  # fmt: skip
 
+    def _grade(self, prepared: list[GradeItem | GradeResult]) -> list[GradeResult]:
+        """Grades in input order; a batch over the service's cap of items per request goes
+        as several requests at once (each waits up to `wait_s`)."""
+        client = sync_client(self.url, self.token)
+        chunks = [prepared[i : i + MAX_ITEMS] for i in range(0, len(prepared), MAX_ITEMS)]
+        if len(chunks) <= 1:
+            return grade_sync(client, prepared, self.wait_s)
+        with ThreadPoolExecutor(max_workers=min(8, len(chunks))) as pool:
+            done = pool.map(lambda chunk: grade_sync(client, chunk, self.wait_s), chunks)
+            return [r for chunk in done for r in chunk]
+
     def __call__(self, prompts: list[Any], completions: list[Any],
                  **columns: Any) -> list[float | None]:  # fmt: skip
         n = len(completions)
@@ -125,7 +137,7 @@ class CrucibleReward:
                           completion_text(completion), step, i, prompt)
             for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True))
         ]  # fmt: skip
-        self.last_results = grade_sync(sync_client(self.url, self.token), prepared, self.wait_s)
+        self.last_results = self._grade(prepared)
         _log(columns, self.__name__, self.last_results)
         return [reward_of(r) for r in self.last_results]
 
