@@ -63,6 +63,18 @@ def test_the_tools_are_what_trl_and_transformers_read(tmp_path: Path) -> None:
     assert sorted(schemas["write_file"]["parameters"]["properties"]) == ["content", "path"]
     assert env.get_reward() is None  # no rollout yet: nothing to grade, masked
 
+    # How the installed TRL calls an environment: reset with the row's columns, get_reward
+    # with nothing, tools by keyword.
+    from trl import GRPOTrainer
+
+    generate = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    assert "environment.reset(**reset_kwargs)" in generate
+    assert "e.get_reward()" in inspect.getsource(GRPOTrainer.__init__)
+    assert list(inspect.signature(env.get_reward).parameters) == []
+    inspect.signature(env.reset).bind(**row(hello_task(tmp_path)))
+    tool_loop = inspect.getsource(GRPOTrainer._tool_call_loop)
+    assert 'sync_tool_dict[name](**function["arguments"])' in tool_loop
+
 
 def test_a_rollout_acts_in_its_own_sandbox_and_is_graded(tmp_path: Path) -> None:
     task = hello_task(tmp_path / "tasks")
