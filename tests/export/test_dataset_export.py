@@ -22,6 +22,7 @@ from crucible.export.dataset import (
     write_dataset,
 )
 from crucible.tasks.loader import load_task
+from crucible.trainers.common import find_task
 
 datasets = pytest.importorskip("datasets")
 
@@ -72,8 +73,12 @@ def test_each_format_loads_back_with_datasets(tmp_path: Path, tasks: Path, fmt: 
             {"role": "user", "content": task.instruction},
         ]
         assert row["label"] == answer
+        # The other adapters find the task in a row's metadata alone (slime, verl).
+        ref = find_task(row["metadata"])
+        assert (ref.id, ref.hash) == (name, task.digest)
     assert by_id["mul"]["metadata"] == {
-        "category": "times", "difficulty": "medium", "tags": ["math", "product"]
+        "category": "times", "difficulty": "medium", "tags": ["math", "product"],
+        "task_id": "mul", "task_hash": load_task(tasks / "mul").digest,
     }  # fmt: skip
     assert report["tasks"] == [{"task_id": r["task_id"], "task_hash": r["task_hash"]} for r in
                                sorted(by_id.values(), key=lambda r: r["task_id"])]  # fmt: skip

@@ -126,6 +126,8 @@ def task_row(
         category=_text(meta.get("category")),
         difficulty=_text(meta.get("difficulty")),
         tags=[_text(t) for t in tags] if isinstance(tags, list) else [],
+        task_id=task.name,
+        task_hash=task.digest,
     )
     values = {"instruction": task.instruction, "task_id": task.name,
               "category": row_meta.category, "difficulty": row_meta.difficulty}  # fmt: skip
@@ -191,7 +193,13 @@ def features() -> Features:
             "label": string,
             "task_id": string,
             "task_hash": string,
-            "metadata": {"category": string, "difficulty": string, "tags": List(string)},
+            "metadata": {
+                "category": string,
+                "difficulty": string,
+                "tags": List(string),
+                "task_id": string,
+                "task_hash": string,
+            },
         }
     )
 

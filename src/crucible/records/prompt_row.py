@@ -10,7 +10,9 @@ Columns:
 - `task_id`: the task's name, what `POST /v1/grade` calls `task.id`;
 - `task_hash`: the task's digest (sha256 over its folder), sent as `task.hash` so the
   service refuses to grade against a task that changed since the export;
-- `metadata`: the task's category, difficulty and tags ("" and [] when not set).
+- `metadata`: the task's category, difficulty and tags ("" and [] when not set), and its
+  `task_id` and `task_hash` again, for trainers that hand a reward only a row's metadata
+  (slime's `--metadata-key`, verl's `extra_info`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class RowMetadata(BaseModel):
     category: str = ""
     difficulty: str = ""
     tags: list[str] = Field(default_factory=list)
+    task_id: str = ""
+    task_hash: str = ""
 
 
 class PromptRow(BaseModel):
