@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.engine.test_separate_verifier import TOML as SEPARATE
 from tests.helpers.serving import Served, Serving, hello_item, write_task
 
 FORGED = "1\n"
@@ -133,3 +134,27 @@ async def test_the_token_and_jobs_folder_are_not_visible_inside(
         result = resp.json()["results"][0]
         assert (result["status"], result["reward"]) == ("ok", 0.0), result
         assert "leak check done" in _test_output(s, result["trial"])
+
+
+ANSWER_TEST = (
+    'mkdir -p /logs/verifier; [ "$(cat /app/answer.txt 2>/dev/null)" = 42 ]'
+    " && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n"
+)
+
+
+async def test_a_separate_verifier_grades_only_what_the_submission_handed_in(
+    tmp_path: Path, serving: Serving
+):
+    task = write_task(tmp_path / "tasks", "sep", test=ANSWER_TEST)
+    (task / "task.toml").write_text(SEPARATE)  # artifacts = ["/app/answer.txt"]
+    async with serving([task]) as s:
+        resp = await s.grade(
+            _files("right", {"/app/answer.txt": "42"}, task="sep"),
+            _files("forged", {"/app/answer.txt": "41", "/logs/verifier/reward.txt": FORGED,
+                              "/tests/test.sh": "echo 1 > /logs/verifier/reward.txt\n"},
+                   task="sep"),
+        )  # fmt: skip
+        r = {x["id"]: x for x in resp.json()["results"]}
+        assert (r["right"]["status"], r["right"]["reward"]) == ("ok", 1.0)
+        assert (r["forged"]["status"], r["forged"]["reward"]) == ("ok", 0.0)
+        assert s.service.metrics.sandboxes_started == 4  # each grade's two sandboxes

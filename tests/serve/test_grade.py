@@ -66,6 +66,7 @@ async def test_a_retried_request_starts_no_second_sandbox(tmp_path: Path, servin
         metrics = (await s.http.get("/metrics")).text
         assert 'crucible_serve_grades_total{status="ok"} 3' in metrics
         assert "crucible_serve_trials_started_total 3" in metrics
+        assert "crucible_serve_sandboxes_started_total 3" in metrics
 
 
 async def test_every_status(tmp_path: Path, serving: Serving):

@@ -4,6 +4,7 @@ bodies, the bind rules, TLS and the docs. Each refusal starts nothing."""
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import subprocess
 from pathlib import Path
@@ -126,3 +127,45 @@ async def test_tls_and_a_token_file(tmp_path: Path, serving: Serving, tls_pair: 
                                      headers={"Authorization": f"Bearer {s.token}"}) as c:  # fmt: skip
             got = await c.post("/v1/grade", json={"items": [hello_item("tls1")]})
             assert got.status_code == 200 and got.json()["results"][0]["reward"] == 1.0
+
+
+def test_a_port_in_use_is_a_clear_error(tmp_path: Path):
+    task = write_task(tmp_path / "tasks", "hello")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = CliRunner().invoke(app, ["serve", str(task), "--port", str(port), "--jobs-dir",
+                                       str(tmp_path / "jobs"), "--json"])  # fmt: skip
+    assert res.exit_code == 1
+    assert "could not bind" in json.loads(res.stderr.strip().splitlines()[-1])["message"]
+
+
+async def test_text_utf8_cannot_hold_is_refused_not_a_crash(tmp_path: Path, serving: Serving):
+    async with serving([write_task(tmp_path / "tasks", "hello")]) as s:
+
+        async def post(*items: dict) -> httpx.Response:
+            body = json.dumps({"items": list(items)})  # JSON escapes it: \\ud800
+            return await s.http.post("/v1/grade", content=body,
+                                     headers={"content-type": "application/json"})  # fmt: skip
+
+        resp = await post(hello_item("lone-\ud800"))  # an id: the client's bug
+        assert resp.status_code == 422
+        assert resp.json()["detail"][0]["loc"] == ["items", 0, "id"]
+        # In a submission: the policy's output, so that item is invalid.
+        resp = await post(hello_item("sub", "content \udcff\n"), hello_item("fine"))
+        assert resp.status_code == 200
+        r = resp.json()["results"]
+        assert (r[0]["status"], r[0]["reward"]) == ("invalid", 0.0)
+        assert (r[1]["status"], r[1]["reward"]) == ("ok", 1.0)
+        assert len(s.creates) == 1
+
+
+def test_two_tasks_of_one_name_are_refused_at_start(tmp_path: Path):
+    a = write_task(tmp_path / "a", "hello")
+    b = write_task(tmp_path / "b", "hello", test="echo 0 > /logs/verifier/reward.txt\n")
+    res = CliRunner().invoke(app, ["serve", str(a), str(b), "--port", "0", "--jobs-dir",
+                                   str(tmp_path / "jobs")])  # fmt: skip
+    assert res.exit_code == 1
+    assert "duplicate task name 'hello'" in res.stderr
+    assert not (tmp_path / "jobs").exists()

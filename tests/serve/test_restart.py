@@ -65,6 +65,19 @@ def _started(proc: subprocess.Popen[str]) -> dict[str, Any]:
     return dict(json.loads(line))
 
 
+def _terminate(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM: the service stops cleanly, exit 0."""
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+
+
 @pytest.fixture
 def job() -> Iterator[str]:
     job_id = f"serve-kill9-{uuid.uuid4().hex[:8]}"
@@ -91,7 +104,7 @@ def test_kill_9_then_restart_answers_finished_ids_and_reruns_the_rest(tmp_path: 
         wait_until(lambda: hung_log.is_file() and "verifier: started" in hung_log.read_text(),
                    "the hung grade's test to be running")  # fmt: skip
     finally:
-        os.killpg(first.pid, signal.SIGKILL)
+        os.killpg(first.pid, signal.SIGKILL)  # even if it has exited: its group goes too
         first.communicate()
     done_result = (jobs / job / trial_name_for_grade("done") / "result.json").read_text()
     assert not (jobs / job / trial_name_for_grade("queued")).exists()  # never started
@@ -111,13 +124,9 @@ def test_kill_9_then_restart_answers_finished_ids_and_reruns_the_rest(tmp_path: 
             assert "time limit" in hung["error"]
             metrics = http.get("/metrics").text
             assert "crucible_serve_trials_started_total 2" in metrics  # `done` was not re-run
-        second.send_signal(signal.SIGTERM)
-        _, err = second.communicate(timeout=120)
-        assert second.returncode == 0, err
+        _terminate(second)
     finally:
-        if second.poll() is None:
-            os.killpg(second.pid, signal.SIGKILL)
-            second.communicate()
+        _kill(second)
     assert (jobs / job / trial_name_for_grade("done") / "result.json").read_text() == done_result
     log = (jobs / job / "job.log").read_text()
     assert "1 grade(s) answered from disk, 2 re-run" in log, log
@@ -126,3 +135,53 @@ def test_kill_9_then_restart_answers_finished_ids_and_reruns_the_rest(tmp_path: 
     assert _processes_of(job) == []
     summary = json.loads((jobs / job / "result.json").read_text())
     assert summary["status"] == "completed" and summary["n_done"] == 3, summary
+
+
+def test_sigterm_mid_grade_stops_cleanly(tmp_path: Path, job: str):
+    sleepy = write_task(tmp_path / "tasks", "sleepy", test="sleep 600\n")
+    jobs = tmp_path / "jobs"
+    served = _serve([sleepy], jobs, job)
+    try:
+        info = _started(served)
+        with httpx.Client(base_url=info["url"], timeout=120,
+                          headers={"Authorization": f"Bearer {info['token']}"}) as http:  # fmt: skip
+            got = http.post("/v1/grade", json={"items": [hello_item("s1", task="sleepy")],
+                                               "wait_s": 0})  # fmt: skip
+            assert got.json()["results"][0]["status"] == "pending"
+        log = jobs / job / trial_name_for_grade("s1") / "trial.log"
+        wait_until(lambda: log.is_file() and "verifier: started" in log.read_text(),
+                   "the grade's test to be running")  # fmt: skip
+        _terminate(served)
+    finally:
+        _kill(served)
+    assert _processes_of(job) == []  # the grade's sandbox was closed
+    record = json.loads(next((jobs / job / ".grades").glob("*.json")).read_text())
+    assert record["id"] == "s1" and record["result"] is None  # a restart runs it again
+    summary = json.loads((jobs / job / "result.json").read_text())
+    assert summary["status"] == "cancelled"
+
+
+async def test_a_grade_killed_after_its_trial_finished_is_not_run_again(
+    tmp_path: Path, serving: Serving
+):
+    hello = write_task(tmp_path / "tasks", "hello")
+    async with serving([hello], job="window") as s:
+        first = (await s.grade(hello_item("w1"))).json()["results"][0]
+        record = s.service.store.path("w1")
+        trial_record = s.service.job_dir / first["trial"].split("/")[1] / "result.json"
+        trial_text = trial_record.read_text()
+    # As if killed between the trial's result.json and the grade's own record: the
+    # record still holds the submission and no result.
+    data = json.loads(record.read_text())
+    assert data["submission"] is None  # a finished grade keeps only its digest
+    data["result"] = None
+    data["submission"] = hello_item("w1")["submission"]
+    record.write_text(json.dumps(data))
+    async with serving([hello], job="window") as s:
+        again = (await s.grade(hello_item("w1"))).json()["results"][0]
+        # The trial's own final record was taken: no trial ran (a re-run, started
+        # before this test's request, would have rewritten it).
+        assert s.service.metrics.trials_started == 0
+        assert trial_record.read_text() == trial_text
+        assert (again["status"], again["reward"], again["cached"]) == ("ok", 1.0, True)
+        assert again["trial"] == first["trial"]

@@ -48,3 +48,4 @@ async def test_200_items_sent_10_times_at_once_start_200_sandboxes(
         assert len(list(job_dir.glob("grade__*/result.json"))) == N_ITEMS
         assert len(list((job_dir / GRADES_DIR).glob("*.json"))) == N_ITEMS
         assert s.service.metrics.trials_started == N_ITEMS
+        assert s.service.metrics.sandboxes_started == N_ITEMS

@@ -5,10 +5,12 @@ the bearer token."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Query
+from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ValidationError
@@ -16,8 +18,9 @@ from pydantic import BaseModel, ValidationError
 from crucible import __version__
 from crucible.records.serve import MAX_WAIT_S, GradeRequest, GradeResponse, GradeResult
 from crucible.serve.auth import bearer_auth
+from crucible.serve.common import Refused
 from crucible.serve.limits import DEFAULT_MAX_BODY_MB, BodyLimit
-from crucible.serve.service import GradeService, Refused
+from crucible.serve.service import GradeService
 from crucible.serve.wire import read_grade_request
 
 
@@ -34,7 +37,9 @@ def create_app(
         title="crucible serve",
         version=__version__,
         description="Grades submissions to crucible tasks in sandboxes (docs/serve.md).",
+        default_response_class=AsciiJSONResponse,
     )
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     app.state.service = service
     app.state.auth = auth
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
@@ -87,6 +92,21 @@ def create_app(
         app.include_router(router, dependencies=guarded)
     _document(app, GradeRequest)
     return app
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON with everything past ASCII escaped: text UTF-8 cannot hold (a lone surrogate
+    a client sent, echoed in an error) is still a valid answer, never a crash."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode()
+
+
+async def _invalid_request(request: Request, exc: Exception) -> Response:
+    """422 with where and why (FastAPI's shape), without echoing the input back."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [{k: v for k, v in e.items() if k in ("type", "loc", "msg")} for e in exc.errors()]
+    return AsciiJSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
 
 
 def _request_body(model: type[BaseModel]) -> dict[str, Any]:

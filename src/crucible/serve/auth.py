@@ -8,20 +8,20 @@ parts (sessions) are included by the app factory behind the same dependency.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from fastapi import HTTPException, Request
 
 from crucible.webauth.token import TokenGate
 
-Auth = Callable[[Request], None]
+Auth = Callable[[Request], Awaitable[None]]
 
 
 def bearer_auth(token: str) -> Auth:
     """A dependency that lets a request through only with `Authorization: Bearer TOKEN`."""
     gate = TokenGate(token, port=0)
 
-    def require_token(request: Request) -> None:
+    async def require_token(request: Request) -> None:  # async: no thread hop per request
         auth = request.headers.get("authorization") or ""
         if auth[:7].lower() != "bearer ":
             raise HTTPException(

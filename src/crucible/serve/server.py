@@ -26,8 +26,9 @@ from crucible.engine.request import RunRequest
 from crucible.errors import ExitCode
 from crucible.records.submission import TextSubmission
 from crucible.serve.app import create_app
+from crucible.serve.common import DEFAULT_MAX_PENDING, Refused, ServiceOptions
 from crucible.serve.limits import DEFAULT_MAX_BODY_MB
-from crucible.serve.service import DEFAULT_MAX_PENDING, GradeService, Refused, ServiceOptions
+from crucible.serve.service import GradeService
 from crucible.webauth.token import new_token, read_token_file
 
 # A ready server's facts: (url, token, job id, task names).
@@ -82,29 +83,12 @@ def service_token(opts: ServeOptions) -> str:
         raise LaunchRefused(ExitCode.USAGE, "usage", str(exc)) from exc
 
 
-def check_names(plan: LaunchPlan) -> None:
-    seen: dict[str, Path] = {}
-    for t in plan.tasks:
-        if t.name in seen:
-            raise LaunchRefused(
-                ExitCode.USAGE,
-                "usage",
-                f"two tasks are named {t.name!r} ({seen[t.name]} and {t.path}): "
-                "a grade names its task, so names must be unique",
-            )
-        seen[t.name] = t.path
-
-
 async def plan_service(req: RunRequest, **kw: Any) -> LaunchPlan:
-    """The launch plan of a service: agent `submission`, tampering counted 0."""
+    """The launch plan of a service: agent `submission`, tampering counted 0. Two tasks
+    of one name are refused there (a task check's `duplicate task name`): a grade names
+    its task."""
     req = req.model_copy(update={"agent": "submission", "tampered": req.tampered or "zero"})
-    plan = await prepare_launch(req, agent=SubmissionAgent(TextSubmission(text="")), **kw)
-    try:
-        check_names(plan)
-    except BaseException:
-        await plan.provider.aclose()
-        raise
-    return plan
+    return await prepare_launch(req, agent=SubmissionAgent(TextSubmission(text="")), **kw)
 
 
 class _Server(uvicorn.Server):
@@ -119,6 +103,8 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[Any] | None = None) -> None:
         try:
             await super().startup(sockets)
+        except SystemExit:  # uvicorn's way out of a failed bind (it logged why)
+            self.should_exit = True
         finally:
             self.up.set()
 
@@ -205,9 +191,15 @@ async def running_service(
         up = asyncio.create_task(server.up.wait())
         await asyncio.wait({run, up}, return_when=asyncio.FIRST_COMPLETED)
         up.cancel()
-        if not server.started:
-            await run  # raises what stopped it (a port in use: SystemExit)
-            raise LaunchRefused(ExitCode.ERROR, "error", f"could not bind {opts.host}:{opts.port}")
+        if not server.started:  # uvicorn logged why (a port in use) and exits its task
+            await asyncio.gather(run, return_exceptions=True)
+            run = None
+            raise LaunchRefused(
+                ExitCode.ERROR,
+                "error",
+                f"could not bind {opts.host}:{opts.port}",
+                hint="is the port in use? --port 0 takes any free one",
+            )
         port = server.servers[0].sockets[0].getsockname()[1]
         scheme = "https" if opts.tls_cert else "http"
         host = f"[{opts.host}]" if ":" in opts.host else opts.host

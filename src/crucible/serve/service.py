@@ -25,58 +25,31 @@ from pathlib import Path
 from crucible.agents.submission import SubmissionAgent
 from crucible.engine.job import remove_leftovers
 from crucible.engine.scheduler import backoff_delay
-from crucible.engine.spec import TrialPlan
 from crucible.engine.teardown import Teardown
 from crucible.engine.trial import run_trial
 from crucible.errors import RETRYABLE, ErrorKind
-from crucible.records.defaults import DEFAULT_MAX_RETRIES
 from crucible.records.job import JobConfig
 from crucible.records.serve import GradeItem, GradeResult, GradeStatus
 from crucible.records.submission import submission_digest
 from crucible.records.trial import TrialResult
 from crucible.sandboxes.base import Provider
 from crucible.sandboxes.ratelimit import StartGate
+from crucible.serve.common import (
+    UNCAPPED,
+    UNPACED,
+    GradePlan,
+    Refused,
+    ServiceOptions,
+    Ticket,
+    check_storable,
+)
 from crucible.serve.jobbook import JobBook, JobBusy
-from crucible.serve.metrics import Metrics
+from crucible.serve.metrics import CountingGate, Metrics
 from crucible.serve.outcome import grade_result
 from crucible.serve.store import GradeRecord, GradeStore, trial_name_for_grade
 from crucible.store.logs import JOB_LOG, FileLog
+from crucible.store.trial_load import BadRecord, load_trial_result
 from crucible.tasks.models import Task
-
-DEFAULT_MAX_PENDING = 10_000
-# What submit hands wait for an item: (id, cached) of a grade, or an answer already made.
-Ticket = tuple[str, bool] | GradeResult
-
-
-class Refused(Exception):
-    """A request the service refuses as a whole, before anything starts (an HTTP 4xx)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-@dataclass(frozen=True)
-class GradePlan(TrialPlan):
-    """A trial named after its grade id (hashed), not after its task and attempt."""
-
-    name: str = ""
-
-    @property
-    def trial_name(self) -> str:
-        return self.name
-
-
-@dataclass
-class ServiceOptions:
-    max_retries: int = DEFAULT_MAX_RETRIES
-    retry_base_sec: float = 1.0
-    retry_cap_sec: float = 60.0
-    trial_timeout_sec: float | None = None
-    create_rate: float | None = None
-    max_starting: int | None = None
-    max_pending: int = DEFAULT_MAX_PENDING  # grades queued or running at once
 
 
 @dataclass
@@ -100,11 +73,12 @@ class GradeService:
         self.limit = max(1, limit)
         self.slots = asyncio.Semaphore(self.limit)  # sandboxes held at once (sessions share it)
         o = self.options
-        self.start_gate: StartGate | None = None
-        if o.create_rate or o.max_starting:
-            self.start_gate = StartGate(o.create_rate or 1e6, o.max_starting or self.limit)
-        self.teardown = Teardown(self.limit)
         self.metrics = Metrics()
+        # Unpaced unless asked (as a job), but always there: it counts the creations.
+        self.start_gate: StartGate = CountingGate(
+            o.create_rate or UNPACED, o.max_starting or UNCAPPED, self.metrics
+        )
+        self.teardown = Teardown(self.limit)
         self.store = GradeStore(self.job_dir)
         self.records: dict[str, GradeRecord] = {}
         self._attempts: dict[str, int] = {}  # the next attempt number of each task
@@ -119,6 +93,9 @@ class GradeService:
     async def start(self) -> None:
         """Write the job, reconcile what an earlier run left, re-run its unfinished grades."""
         records, bad = self.store.load_all()
+        for rec in records:  # killed between its trial's record and its own: done
+            if rec.result is None and (trial := self._final_trial(rec)) is not None:
+                self._finish(rec, trial)
         unfinished = [r for r in records if r.result is None and r.task in self.by_name]
         finished = {r.trial for r in records if r.result is not None}
         try:
@@ -188,6 +165,7 @@ class GradeService:
         invalid: dict[str, GradeResult] = {}
         for i, item in enumerate(items):
             task = self._task_for(item)
+            check_storable(item)
             if i in malformed:
                 if item.id in self.records or item.id in new:
                     raise Refused(409, f"grade id {item.id!r} was already used for another "
@@ -283,8 +261,19 @@ class GradeService:
         self.running[rec.id] = task
         gid = rec.id
 
-        def done(_: asyncio.Task[GradeResult]) -> None:
+        def done(t: asyncio.Task[GradeResult]) -> None:
             self.running.pop(gid, None)
+            if t.cancelled() or t.exception() is None:
+                return
+            # Not the trial's failure (run_trial records those): the service's own, say a
+            # full disk. Answered unscorable now; the record on disk stays unfinished.
+            exc = t.exception()
+            self.log.error(f"grade {rec.trial}: {type(exc).__name__}: {exc}")
+            rec.result = GradeResult(
+                id=gid, status=GradeStatus.unscorable, task_hash=rec.task_hash,
+                trial=f"{self.cfg.job_id}/{rec.trial}", group_id=rec.group_id,
+                error=f"the service failed: {type(exc).__name__}: {exc}"[:1000],
+            )  # fmt: skip
 
         task.add_done_callback(done)
 
@@ -294,6 +283,7 @@ class GradeService:
                          tampered=self.cfg.tampered, name=rec.trial)  # fmt: skip
         retries = 0
         while True:
+            assert rec.submission is not None  # an unfinished grade keeps it
             result = await self._trial(plan, SubmissionAgent(rec.submission), retries)
             if not self._should_retry(result, retries):
                 break
@@ -305,13 +295,27 @@ class GradeService:
                 f"retry {retries}/{self.options.max_retries} in {delay:.2f}s"
             )
             await asyncio.sleep(delay)
-        graded = grade_result(rec.id, result, trial=f"{self.cfg.job_id}/{rec.trial}",
-                              group_id=rec.group_id)  # fmt: skip
-        rec.result = graded
-        self.store.write(rec)
+        graded = self._finish(rec, result)
         self.book.add(result)
         self.metrics.graded(graded.status.value)
         return graded
+
+    def _finish(self, rec: GradeRecord, result: TrialResult) -> GradeResult:
+        rec.result = grade_result(rec.id, result, trial=f"{self.cfg.job_id}/{rec.trial}",
+                                  group_id=rec.group_id)  # fmt: skip
+        rec.submission = None  # the digest stays: the key needs no more
+        self.store.write(rec)
+        return rec.result
+
+    def _final_trial(self, rec: GradeRecord) -> TrialResult | None:
+        """The trial record of `rec` if it is final (graded, or failed past retrying)."""
+        try:
+            r = load_trial_result(self.job_dir / rec.trial / "result.json")
+        except (BadRecord, OSError):
+            return None
+        if r.outcome == ErrorKind.cancelled.value or self._should_retry(r, r.retries):
+            return None
+        return r
 
     async def _trial(self, plan: GradePlan, agent: SubmissionAgent, retries: int) -> TrialResult:
         self.metrics.queued += 1

@@ -42,7 +42,8 @@ class GradeRecord(BaseModel):
     trial: str  # the trial folder's name in the job
     # The task's grades are its attempts, numbered as they come: reports count each one.
     attempt: int = 0
-    submission: Submission
+    # Kept until the grade is done (a restart re-runs it from here), then dropped.
+    submission: Submission | None
     group_id: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     created_at: str = Field(default_factory=lambda: utcnow().isoformat())
