@@ -12,7 +12,8 @@ provider in host mode) runs in a child process; this one is its client, over HTT
 2. Idle sessions: open `-n` sessions (16 at a time), then measure the memory of the
    service and every sandbox process under it: the sum of PSS (shared pages split
    between their users, what the machine really spends) and the sum of RSS (shared
-   pages counted in each process: an upper bound).
+   pages counted in each process: an upper bound), and how far the machine's MemAvailable
+   fell meanwhile (which counts the kernel's memory too, and anything else running).
 3. Exec latency at that load (and, for scale, an empty route's HTTP round trip): `--execs` trivial execs (`true`), each in a session drawn at
    random, one at a time and `--parallel` at a time: p50, p99 and max, in ms, as the client sees them.
 """
@@ -181,6 +182,11 @@ def memory_kib(pids: list[int]) -> tuple[int, int]:
     return pss, rss
 
 
+def mem_available_kib() -> int:
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+
+
 # ---- the client ---------------------------------------------------------------------------
 
 
@@ -243,11 +249,13 @@ async def load(svc: Service, n: int, execs: int, parallel: int) -> dict[str, flo
                 got = await http.post("/v1/sessions", json={"task": {"id": "idle"}})
                 return str(got.raise_for_status().json()["id"])
 
+        before = mem_available_kib()
         t0 = time.perf_counter()
         ids = await asyncio.gather(*(open_one() for _ in range(n)))
         opened = time.perf_counter() - t0
         pss, rss = memory_kib(tree(svc.proc.pid))
-        out: dict[str, float] = {"opened_s": opened, "pss_mib": pss / 1024, "rss_mib": rss / 1024}
+        out: dict[str, float] = {"opened_s": opened, "pss_mib": pss / 1024, "rss_mib": rss / 1024,
+                                 "avail_mib": (before - mem_available_kib()) / 1024}  # fmt: skip
         for width in sorted({1, parallel}):
             out |= await exec_latency(http, ids, execs, width)
         pings = sorted([await timed(lambda: http.get("/bench/ping")) for _ in range(200)])
@@ -286,7 +294,8 @@ def main() -> None:
             svc.stop()
         print(f"{args.n} idle sessions opened in {got['opened_s']:.1f} s; service + sandboxes: "
               f"PSS {got['pss_mib']:.0f} MiB ({got['pss_mib'] / args.n:.2f} MiB a session), "
-              f"RSS sum {got['rss_mib']:.0f} MiB")  # fmt: skip
+              f"RSS sum {got['rss_mib']:.0f} MiB; the machine's MemAvailable fell by "
+              f"{got['avail_mib']:.0f} MiB (kernel memory included; other work on it too)")  # fmt: skip
         for width in sorted({1, args.parallel}):
             print(f"trivial exec at that load ({args.execs} execs, {width} at a time): "
                   f"p50 {got[f'p50_{width}']:.1f} ms, p99 {got[f'p99_{width}']:.1f} ms, "

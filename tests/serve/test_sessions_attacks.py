@@ -126,6 +126,12 @@ def test_download_reads_nothing_the_agent_could_not(tmp_path: Path) -> None:
             with pytest.raises(ServiceError) as refused:
                 c.download(s.id, path)
             assert refused.value.status in (403, 404, 422), path
+        # A file the agent user may not read (the local sandbox's init, mode 0111, owned
+        # by a uid not mapped inside): refused, as the agent's own read is.
+        assert c.exec(s.id, "cat /.crucible/init > /dev/null").exit_code != 0
+        with pytest.raises(ServiceError) as unreadable:
+            c.download(s.id, "/.crucible/init")
+        assert unreadable.value.status == 403
         # the agent itself sees no host path: the same read from inside fails
         assert c.exec(s.id, f"cat {secret}").exit_code != 0
 
@@ -148,3 +154,16 @@ def test_sandbox_cannot_reach_the_service(tmp_path: Path, network: str) -> None:
         assert "No such file" in seen.stdout and srv.token not in seen.stdout
         c.close_session(s.id)
     assert json.loads(next(srv.job_dir.glob("*/result.json")).read_text())["outcome"] == "cancelled"
+
+
+def test_a_session_that_ends_its_own_sandbox_counts_zero(tmp_path: Path) -> None:
+    # Killing the sandbox from inside must not trade a 0 for a masked `unscorable`.
+    task = session_task(tmp_path)
+    with session_server(tmp_path, [task]) as srv, ServiceClient(srv.url, srv.token) as c:
+        s = c.open_session("hello")
+        try:
+            c.exec(s.id, "kill -9 1; kill -9 -1")
+        except ServiceError as exc:  # the sandbox went while the command ran
+            assert exc.status == 502
+        r = c.grade_session(s.id)
+        assert r.status == GradeStatus.ok and r.reward == 0.0, r

@@ -35,6 +35,10 @@ async def test_a_pooled_sandbox_is_handed_out_once_and_fresh() -> None:
     try:
         pool.warm(spec)
         await await_until(lambda: pool.ready(spec) == 2, "the pool to fill")
+        waiting = {b.spec.trial_id for q in pool._ready.values() for b in q}
+        assert len(waiting) == 2 and all(
+            t.startswith("warm-pool-") for t in waiting
+        )  # each its own
         for i in range(6):
             box = await pool.create(spec.model_copy(update={"trial_id": f"t{i}"}))
             assert all(box is not other for other in held)  # never one handed out before
@@ -92,3 +96,29 @@ def test_sessions_through_the_pool(tmp_path: Path) -> None:
             r = c.grade_session(s.id)
             assert r.status == GradeStatus.ok and r.reward == reward
         assert pool.hits == 2 and pool.misses == 0
+
+
+async def test_a_grade_through_the_pool(tmp_path: Path) -> None:
+    # What the grade endpoint runs: a submission as the agent's work, a trial in the job.
+    from crucible.agents.submission import SubmissionAgent
+    from crucible.engine.spec import TrialPlan, build_spec
+    from crucible.engine.trial import run_trial
+    from crucible.records.submission import FilesSubmission
+
+    task = session_task(tmp_path)
+    job = f"pool-grade-{secrets.token_hex(4)}"
+    pool = PooledProvider(LocalProvider(userland="host"), 1)
+    await pool.preflight()
+    try:
+        for attempt, text in enumerate(("Hello, crucible!\n", "no\n")):
+            agent = SubmissionAgent(FilesSubmission(files={"/app/hello.txt": text}))
+            plan = TrialPlan(task=task, attempt=attempt, job_id=job)
+            spec = build_spec(plan, agent)
+            await pool.prepare([spec])
+            await await_until(lambda s=spec: pool.ready(s) == 1, "the pool to fill")
+            r = await run_trial(plan, provider=pool, agent=agent, job_dir=tmp_path / "job")
+            assert r.graded and r.reward == (1.0 if attempt == 0 else 0.0)
+        assert pool.hits == 2
+    finally:
+        await pool.aclose()
+        await pool.cleanup(job)

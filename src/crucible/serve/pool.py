@@ -12,8 +12,9 @@ comes back.
 Two specs are the same when they differ only in `trial_id`, which names the trial
 (docker's container name and label, modal's tag) and nothing of the environment.
 A pooled sandbox is made under the requester's job id, so a cleanup by job id
-(labels, slot names) finds it like any other; its trial id is "warm-pool" until it
-is handed out, when its `spec` becomes the requester's. Pooled sandboxes are closed
+(labels, slot names) finds it like any other; its trial id is "warm-pool-<random>"
+(its own, as docker's cleanup counts sandboxes by trial label) until it is handed out,
+when its `spec` becomes the requester's. Pooled sandboxes are closed
 on aclose(). They are started beyond the service's concurrency budget (-c): that
 budget counts sandboxes in use, the pool holds `size` more per spec.
 """
@@ -24,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 from collections import deque
 from pathlib import Path
 
@@ -123,11 +125,14 @@ class PooledProvider(Provider):
 
     async def _fill_one(self, key: str) -> None:
         try:
+            spec = self._specs[key].model_copy(
+                update={"trial_id": f"{POOL_TRIAL_ID}-{secrets.token_hex(4)}"}
+            )
             if self.gate is None:
-                box = await self.inner.create(self._specs[key])
+                box = await self.inner.create(spec)
             else:
                 async with self.gate.starting():
-                    box = await self.inner.create(self._specs[key])
+                    box = await self.inner.create(spec)
         except Exception as exc:  # the next create tries again; its own create reports
             self.last_error = f"{type(exc).__name__}: {exc}"[:500]
             log.warning("warm pool: a sandbox did not start: %s", self.last_error)

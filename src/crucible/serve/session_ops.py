@@ -28,7 +28,7 @@ _UPLOAD = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" -- "$1"'
 # this user may not read it.
 _DOWNLOAD = (
     '[ -L "$1" ] && exit 45; [ -e "$1" ] || exit 44; [ -f "$1" ] || exit 45; '
-    'exec 3< "$1" || exit 46; head -c "$2" <&3 | $3 base64'
+    '(exec 3< "$1") 2>/dev/null || exit 46; head -c "$2" -- "$1" | $3 base64'
 )
 FILE_TIMEOUT_S = 60.0
 
@@ -138,7 +138,7 @@ async def run_download(
         raise SessionRefused(422, f"not a regular file (a link, a folder, a device): {full[:200]}")
     if res.exit_code == 46:
         raise SessionRefused(403, f"the agent user may not read {full[:200]}")
-    if not res.ok or res.truncated:
+    if not res.ok or res.truncated or res.stderr.strip():  # a read that failed midway
         why = "timed out" if res.timed_out else (res.stderr or res.stdout).strip()[-300:]
         raise SessionRefused(409, f"cannot read {full[:200]}: {why}")
     try:

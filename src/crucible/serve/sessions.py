@@ -247,7 +247,7 @@ class SessionManager:
         finally:
             s.ready.set()  # open() is waiting for one or the other
             self.live.pop(s.id, None)
-        if s.state != "closed":
+        if s.state not in ("closed", "starting"):  # starting: open() answered 503
             s.state = "graded"
             self.finished[s.id] = s
             while len(self.finished) > FINISHED_KEPT:
