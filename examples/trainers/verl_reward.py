@@ -13,7 +13,7 @@ the trainer's config (verl 0.9):
       reward_manager: {name: naive}
       custom_reward_function:
         path: pkg://crucible.trainers.verl
-        name: compute_score_async       # or compute_score; compute_score_batch with `batch`
+        name: compute_score_async       # the reward loop awaits it; or compute_score
         reward_kwargs: {submission: files, unscorable_value: 0.0}
     data: {train_files: verl_prompts.parquet}
 """

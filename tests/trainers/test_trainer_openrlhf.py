@@ -10,6 +10,7 @@ aiohttp, JSON `{"query", "prompts", "labels"}`, no headers of its own, 180 s tim
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import subprocess
@@ -54,7 +55,8 @@ def proxy(service: Service, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CRUCIBLE_SERVE_TOKEN": service.token}
     cmd = [sys.executable, "-m", "crucible.trainers.openrlhf", "--port", "0",
            "--token-file", str(token_file), "--service-url", service.url,
-           "--submission", "files", "--unscorable-value", "-0.5"]  # fmt: skip
+           "--submission", "files", "--unscorable-value", "-0.5",
+           "--max-body-mb", "1"]  # fmt: skip
     with (root / "proxy.log").open("w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     try:
@@ -119,3 +121,36 @@ async def test_malformed_bodies_are_4xx(proxy: str) -> None:
 def test_refuses_a_public_bind_without_insecure() -> None:
     with pytest.raises(SystemExit):
         adapter.main(["--host", "0.0.0.0", "--service-url", "http://127.0.0.1:9"])
+
+
+async def test_oversized_and_undeclared_bodies_are_refused(service: Service, proxy: str) -> None:
+    before = set(service.trials())
+    big = {"query": [PROMPT + json.dumps({"/app/hello.txt": "x" * (2 << 20)})],
+           "prompts": [PROMPT], "labels": ["hello-file"]}  # fmt: skip
+    assert await status_of(proxy, big) == 413
+
+    async def chunks() -> Any:
+        yield json.dumps(
+            {"query": [RIGHT_Q], "prompts": [PROMPT], "labels": ["hello-file"]}
+        ).encode()
+
+    async with aiohttp.ClientSession() as session:  # chunked: no Content-Length
+        async with session.post(proxy, data=chunks()) as response:
+            assert response.status == 411
+    assert set(service.trials()) == before
+
+
+async def test_reward_func_file_as_openrlhf_loads_it(served: Service) -> None:
+    """A remote_rm_url ending in .py: OpenRLHF imports the file by location, takes its
+    `reward_func` and runs it in a thread per chunk (agent.py `_fetch_rewards_via_func`)."""
+    path = ROOT / "examples" / "trainers" / "openrlhf_reward_func.py"
+    spec = importlib.util.spec_from_file_location("reward_func", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    chunks = [([RIGHT_Q], [PROMPT], ["hello-file"]), ([PROMPT + "{}"], [PROMPT], ["hello-file"]),
+              ([RIGHT_Q], [PROMPT], ["broken-build"])]  # fmt: skip
+    got = await asyncio.gather(*(asyncio.to_thread(module.reward_func, *c) for c in chunks))
+    assert [g["rewards"] for g in got] == [[1.0], [0.0], [0.0]]
+    assert [g["extra_logs"]["crucible_unscorable"] for g in got] == [[0.0], [0.0], [1.0]]
+    assert [g["extra_logs"]["crucible_invalid"] for g in got] == [[0.0], [1.0], [0.0]]

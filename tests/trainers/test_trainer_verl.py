@@ -9,6 +9,7 @@ byte-level BPE trained here on the spot (no hub download).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from functools import partial
 from typing import Any
@@ -21,7 +22,7 @@ from tests.trainers.conftest import RIGHT_FILES, WRONG_FILES, Service
 from tokenizers import ByteLevelBPETokenizer
 from transformers import PreTrainedTokenizerFast
 from verl import DataProto
-from verl.trainer.ppo.reward import get_custom_reward_fn
+from verl.trainer.ppo.reward import get_custom_reward_fn, load_reward_manager
 from verl.utils.reward_score import default_compute_score
 from verl.utils.reward_score.math_batch import compute_score_batched
 from verl.workers.reward_manager.batch import BatchRewardManager
@@ -116,16 +117,16 @@ def test_naive_reward_manager(served: Service) -> None:
 
 
 async def test_reward_loop_awaits_the_async_function(served: Service) -> None:
-    from verl.experimental.reward_loop.reward_manager.naive import (
-        NaiveRewardManager as LoopRewardManager,
-    )
-
+    """verl 0.9's PPO trainer scores through the reward loop: RewardLoopWorker loads the
+    manager with load_reward_manager and runs run_single per sample, concurrently."""
     tok = _tokenizer([r["response"] for r in ROWS] + ["Write the file."])
     data = _batch(tok, ROWS)
-    fn = get_custom_reward_fn(_config("compute_score_async"))
-    manager = LoopRewardManager(config=None, tokenizer=tok, compute_score=fn)
+    config = _config("compute_score_async")
+    config.reward.reward_manager = {"name": "naive", "source": "register"}
+    manager = load_reward_manager(config, tok, reward_router_address=None,
+                                  reward_model_tokenizer=None)  # fmt: skip
     assert manager.is_async_reward_score
-    outs = [await manager.run_single(data[i : i + 1]) for i in range(len(data))]
+    outs = await asyncio.gather(*(manager.run_single(data[i : i + 1]) for i in range(len(data))))
     extra: dict[str, list[float]] = {k: [o["reward_extra_info"][k] for o in outs] for k in KEYS}
     _expect(extra)
     assert [o["reward_score"] for o in outs] == extra["score"]

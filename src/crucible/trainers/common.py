@@ -78,8 +78,9 @@ def find_task(*sources: Any) -> TaskRef:
         if mapping is not None and (ref := _ref_in(mapping)) is not None:
             return ref
     for source in sources:
-        if isinstance(source, str) and source.strip() and _as_mapping(source) is None:
-            return TaskRef(id=source.strip())
+        name = source.strip() if isinstance(source, str) else ""
+        if name and not name.startswith(("{", "[")):  # broken JSON is no task's name
+            return TaskRef(id=name)
     raise ValueError(
         "no crucible task named: give task_id (and task_hash) in the row's metadata, "
         "as `crucible dataset export` writes them, or the task's name as the label"

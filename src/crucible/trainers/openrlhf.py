@@ -35,11 +35,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crucible.records.serve import GradeItem, GradeResult, GradeStatus
 from crucible.trainers.client import DEFAULT_WAIT_S, AsyncServiceClient, ServiceError
-from crucible.trainers.common import SubmissionMode, find_task, grade_async, merge, prepare
+from crucible.trainers.common import (
+    SubmissionMode,
+    find_task,
+    grade_async,
+    grade_sync,
+    merge,
+    prepare,
+    sync_client,
+)
 from crucible.webauth.token import check_token, new_token, read_token_file
 
 PATH = "/v1/openrlhf"
 MAX_BATCH = 1000
+MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_EOS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>", "<eos>", "<|end|>")
 GradeFn = Callable[[list[GradeItem], float], Awaitable[list[GradeResult]]]
 
@@ -97,24 +106,50 @@ def openrlhf_router(grade_fn: GradeFn, dependencies: Sequence[Any] = (), *,
 
     @router.post(path)
     async def remote_rm(body: RemoteRMRequest) -> dict[str, Any]:
-        n = len(body.query)
-        prompts: list[str | None] = list(body.prompts) if body.prompts else [None] * n
-        labels: list[Any] = body.labels or [None] * n
-        if len(prompts) != n or len(labels) != n:
-            raise HTTPException(422, "query, prompts and labels must have the same length")
-        prepared: list[GradeItem | GradeResult] = []
-        for query, prompt, label in zip(body.query, prompts, labels, strict=True):
-            try:
-                task = find_task(label)
-            except ValueError as exc:
-                raise HTTPException(422, str(exc)) from exc
-            text = response_text(query, prompt, eos)
-            prepared.append(prepare(task, text, submission, salt, {"trainer": "openrlhf"}))
+        try:
+            prepared = prepare_batch(body.query, body.prompts, body.labels, submission, salt, eos)
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from exc
         items = [p for p in prepared if isinstance(p, GradeItem)]
         results = merge(prepared, await grade_fn(items, wait_s) if items else [])
         return shape(results, unscorable_value)
 
     return router
+
+
+def prepare_batch(queries: Sequence[str], prompts: Sequence[str | None] | None,
+                  labels: Sequence[Any] | None, submission: SubmissionMode = "text",
+                  salt: str = "", eos: Sequence[str] = DEFAULT_EOS
+                  ) -> list[GradeItem | GradeResult]:  # fmt: skip
+    """OpenRLHF's three lists as grade items; ValueError on a length mismatch or a
+    label that names no task."""
+    n = len(queries)
+    ps: list[str | None] = list(prompts) if prompts else [None] * n
+    ls: list[Any] = list(labels) if labels else [None] * n
+    if len(ps) != n or len(ls) != n:
+        raise ValueError("query, prompts and labels must have the same length")
+    return [prepare(find_task(label), response_text(q, p, eos), submission, salt,
+                    {"trainer": "openrlhf"})
+            for q, p, label in zip(queries, ps, ls, strict=True)]  # fmt: skip
+
+
+RewardFunc = Callable[..., dict[str, Any]]
+
+
+def make_reward_func(*, unscorable_value: float = 0.0, submission: SubmissionMode = "text",
+                     wait_s: float = DEFAULT_WAIT_S, salt: str = "",
+                     eos: Sequence[str] = DEFAULT_EOS, url: str | None = None,
+                     token: str | None = None) -> RewardFunc:  # fmt: skip
+    """OpenRLHF's other remote_rm_url: a .py file whose `reward_func(queries, prompts,
+    labels)` it loads and runs in a thread (openrlhf/utils/agent.py
+    `_fetch_rewards_via_func`), answering the endpoint's shape; no proxy needed."""
+
+    def reward_func(queries: list[str], prompts: list[str], labels: list[Any],
+                    **kwargs: Any) -> dict[str, Any]:  # fmt: skip
+        prepared = prepare_batch(queries, prompts, labels, submission, salt, eos)
+        return shape(grade_sync(sync_client(url, token), prepared, wait_s), unscorable_value)
+
+    return reward_func
 
 
 def shape(results: list[GradeResult], unscorable_value: float) -> dict[str, Any]:
@@ -129,7 +164,31 @@ def shape(results: list[GradeResult], unscorable_value: float) -> dict[str, Any]
     return {"rewards": rewards, "scores": rewards, "extra_logs": flags}
 
 
-def proxy_app(client: AsyncServiceClient, token: str, **options: Any) -> FastAPI:
+class DeclaredBodyCap:
+    """ASGI: a body must declare its length (aiohttp's `json=` does), at most `max_bytes`;
+    411 or 413 before anything reads it."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("method") == "POST":
+            length = dict(scope.get("headers", [])).get(b"content-length", b"")
+            status = 411 if not length.isdigit() else 413 if int(length) > self.max_bytes else 0
+            if status:
+                body = b'{"detail": "the body must declare a length of at most %d bytes"}' % (
+                    self.max_bytes
+                )
+                headers = [(b"content-type", b"application/json"),
+                           (b"content-length", b"%d" % len(body))]  # fmt: skip
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def proxy_app(client: AsyncServiceClient, token: str, *, max_body_bytes: int = MAX_BODY_BYTES,
+              **options: Any) -> FastAPI:  # fmt: skip
     """A standalone app: OpenRLHF's endpoint in front of a running service."""
 
     async def grade(items: list[GradeItem], wait_s: float) -> list[GradeResult]:
@@ -140,6 +199,7 @@ def proxy_app(client: AsyncServiceClient, token: str, **options: Any) -> FastAPI
 
     app = FastAPI(title="crucible remote reward model for OpenRLHF")
     app.include_router(openrlhf_router(grade, [Depends(token_check(token))], **options))
+    app.add_middleware(DeclaredBodyCap, max_bytes=max_body_bytes)
     return app
 
 
@@ -153,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--unscorable-value", type=float, default=0.0)
     p.add_argument("--submission", choices=["text", "files", "patch"], default="text")
     p.add_argument("--wait-s", type=float, default=DEFAULT_WAIT_S)
+    p.add_argument("--max-body-mb", type=float, default=MAX_BODY_BYTES / 2**20)
     p.add_argument("--insecure", action="store_true", help="allow a non-loopback bind")
     a = p.parse_args(argv)
     if a.host not in ("127.0.0.1", "localhost", "::1") and not a.insecure:
@@ -160,7 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     token = read_token_file(a.token_file) if a.token_file else check_token(new_token())
     client = AsyncServiceClient(a.service_url)
     app = proxy_app(client, token, unscorable_value=a.unscorable_value,
-                    submission=a.submission, wait_s=a.wait_s)  # fmt: skip
+                    submission=a.submission, wait_s=a.wait_s,
+                    max_body_bytes=int(a.max_body_mb * 2**20))  # fmt: skip
     import uvicorn
 
     family, kind, proto, _, addr = socket.getaddrinfo(a.host, a.port, type=socket.SOCK_STREAM)[0]

@@ -1,11 +1,11 @@
 """verl reward functions that grade through a running `crucible serve`.
 
 verl 0.9 calls a custom reward function as
-`compute_score(data_source=, solution_str=, ground_truth=, extra_info=)` (one sample:
-verl/workers/reward_manager/naive.py `NaiveRewardManager.__call__`, and the reward loop's
-verl/experimental/reward_loop/reward_manager/naive.py `run_single`, which awaits it when
-it is a coroutine function and adds `reward_router_address`/`reward_model_tokenizer`
-when a reward router runs), or as
+`compute_score(data_source=, solution_str=, ground_truth=, extra_info=)` (one sample: the
+reward loop the PPO trainer uses, verl/experimental/reward_loop/reward_manager/naive.py
+`run_single`, which awaits it when it is a coroutine function and adds
+`reward_router_address`/`reward_model_tokenizer` when a reward router runs; also the
+older verl/workers/reward_manager/naive.py `NaiveRewardManager.__call__`), or as
 `compute_score(data_sources=, solution_strs=, ground_truths=, extra_infos=, **reward_kwargs)`
 (a batch: verl/workers/reward_manager/batch.py `BatchRewardManager.verify`). Its
 `reward.custom_reward_function.reward_kwargs` are merged into every call
@@ -24,7 +24,7 @@ string is the task's name.
 
     custom_reward_function:
       path: pkg://crucible.trainers.verl   # verl.utils.import_utils.load_module
-      name: compute_score            # or compute_score_async, compute_score_batch
+      name: compute_score_async      # the reward loop awaits it; or compute_score
       reward_kwargs: {submission: text, unscorable_value: 0.0}
 """
 
@@ -68,7 +68,7 @@ def to_score(result: GradeResult, unscorable_value: float = 0.0) -> dict[str, fl
 
 def _item(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any,
           submission: SubmissionMode, salt: str) -> GradeItem | GradeResult:  # fmt: skip
-    task = find_task(extra_info, ground_truth, data_source)
+    task = find_task(extra_info, ground_truth)  # data_source names a dataset, not a task
     meta = {"trainer": "verl", "data_source": str(data_source)[:200]}
     return prepare(task, solution_str, submission, salt, meta)
 
