@@ -17,6 +17,11 @@ fi
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
+# torch before the rest: trl and transformers need it, and a plain `pip install torch` would
+# pull a multi-GB CUDA build. The CPU build (from PyTorch's CPU index, or a local wheel
+# folder that pip's --find-links names) is enough for the trainer tests.
+.venv/bin/pip install -q --disable-pip-version-check torch==2.13.0 \
+    --index-url https://download.pytorch.org/whl/cpu
 .venv/bin/pip install -q --disable-pip-version-check -e '.[dev]'
 
 # Timing stays out of tests/ (figures belong to bench/).

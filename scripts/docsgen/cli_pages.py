@@ -50,7 +50,8 @@ def cli_page() -> str:
             parts.append(plain(inspect.cleandoc(cmd.epilog)) + "\n\n")
         if hasattr(cmd, "commands"):
             for name in sorted(cmd.commands) if len(path) > 1 else list(cmd.commands):
-                walk(cmd.commands[name], [*path, name])
+                if not getattr(cmd.commands[name], "hidden", False):  # an alias, said in its help
+                    walk(cmd.commands[name], [*path, name])
 
     walk(root, ["crucible"])
     return "".join(parts).rstrip() + "\n"

@@ -41,6 +41,9 @@ def test_the_cli_reference_has_every_command(gen_docs: ModuleType) -> None:
     cli = gen_docs.generate()["cli.md"]
     root = typer.main.get_command(app)
     for name, cmd in root.commands.items():  # type: ignore[attr-defined]
+        if cmd.hidden:  # an alias (`crucible dataset`), named in its group's help
+            assert f"`crucible {name}` is the same group" in cli
+            continue
         assert f"`crucible {name}`" in cli
         for sub in getattr(cmd, "commands", {}):
             assert f"`crucible {name} {sub}`" in cli

@@ -42,17 +42,21 @@ DatasetOpt = typer.Option(
 
 datasets_app = typer.Typer(
     name="datasets",
-    help="Datasets by name from a registry in Harbor's format: list them, pull their tasks. "
-    "`crucible run -d NAME@VERSION` runs one.\n\nHarbor's public registry, the default:\n\n"
-    + DEFAULT_REGISTRY_URL
-    + "\n\n"
-    + EXIT_CODES_HELP,
+    help="Datasets by name from a registry in Harbor's format: list them, pull their tasks "
+    "(`crucible run -d NAME@VERSION` runs one); and tasks exported as a trainer's prompt set "
+    "(`export`). `crucible dataset` is the same group.\n\nHarbor's public registry, the "
+    "default:\n\n" + DEFAULT_REGISTRY_URL + "\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
 )
 
 
 def register(app: typer.Typer) -> None:
+    from crucible.cli.dataset_export import register as register_export
+
+    register_export(datasets_app)
     app.add_typer(datasets_app, name="datasets")
+    # `crucible dataset export ...`, as the prompt-set export is usually written.
+    app.add_typer(datasets_app, name="dataset", hidden=True)
 
 
 def _open(registry: str | None, datasets_dir: Path | None, as_json: bool) -> tuple[Registry, Path]:
