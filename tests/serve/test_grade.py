@@ -183,3 +183,23 @@ async def test_a_malformed_submission_is_invalid_and_the_batch_still_graded(
         bad = item("m5", {"type": "patch", "patch": ""})
         bad["task"]["id"] = "nope"
         assert (await s.grade(bad)).status_code == 404
+
+
+async def test_max_builds_is_the_services_one_build_gate_closed_at_shutdown(
+    serving: Serving, tmp_path: Path
+) -> None:
+    """--max-builds bounds the service's image builds (the provider's gate, through a warm
+    pool too), and a shutdown closes the gate: no build starts after it."""
+    hello = write_task(tmp_path / "tasks", "hello")
+    from crucible.engine.request import RunRequest
+    from crucible.serve.server import ServeOptions, running_service
+    from crucible.serve.wiring import SessionOptions
+
+    req = RunRequest(paths=[hello], env="local", jobs_dir=tmp_path / "jobs", job_name="gate",
+                     max_builds=3)  # fmt: skip
+    opts = ServeOptions(port=0, sessions=SessionOptions(warm=1))
+    async with running_service(req, opts) as r:
+        gate = r.service.provider.build_gate
+        assert gate.limit == 3 and not gate.closed  # not the default (half the cores)
+        assert getattr(r.service.provider, "inner").build_gate is gate  # the pool's is the inner's
+    assert gate.closed

@@ -48,6 +48,12 @@ def register(app: typer.Typer) -> None:
         max_starting: int = typer.Option(
             None, "--max-starting", help="Sandboxes still starting at once."
         ),
+        max_builds: int = typer.Option(
+            None,
+            "--max-builds",
+            min=1,
+            help="Image builds running at once (a shutdown stops them). [default: half the cores]",
+        ),
         max_retries: int = typer.Option(
             None,
             "--max-retries",
@@ -120,7 +126,8 @@ def register(app: typer.Typer) -> None:
             req = RunRequest(
                 paths=paths, env=env, env_params=_parse_params(env_param, "--env-param", as_json),
                 jobs_dir=jobs_dir, job_name=job_name, concurrency=concurrency,
-                create_rate=create_rate, max_starting=max_starting, max_retries=max_retries,
+                create_rate=create_rate, max_starting=max_starting, max_builds=max_builds,
+                max_retries=max_retries,
                 trial_timeout=trial_timeout, no_network=no_network,
                 task_env=task_env_names(task_env, task_env_file, as_json),
             )  # fmt: skip

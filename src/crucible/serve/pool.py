@@ -30,6 +30,7 @@ from collections import deque
 from pathlib import Path
 
 from crucible.sandboxes.base import Provider, ProviderCapabilities, Sandbox, SandboxSpec
+from crucible.sandboxes.buildgate import BuildGate
 from crucible.sandboxes.ratelimit import StartGate
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,14 @@ class PooledProvider(Provider):
     @log_dir.setter
     def log_dir(self, value: Path | None) -> None:
         self.inner.log_dir = value
+
+    @property
+    def build_gate(self) -> BuildGate:
+        return self.inner.build_gate
+
+    @build_gate.setter
+    def build_gate(self, gate: BuildGate) -> None:
+        self.inner.build_gate = gate
 
     async def preflight(self) -> None:
         await self.inner.preflight()

@@ -26,6 +26,7 @@ from crucible.engine.launch import LaunchPlan, LaunchRefused, prepare_launch
 from crucible.engine.request import RunRequest
 from crucible.errors import ExitCode
 from crucible.records.submission import TextSubmission
+from crucible.sandboxes.buildgate import BuildGate
 from crucible.serve.app import create_app
 from crucible.serve.common import DEFAULT_MAX_PENDING, Refused, ServiceOptions
 from crucible.serve.limits import DEFAULT_MAX_BODY_MB
@@ -149,6 +150,8 @@ class Running:
 
 def _service(plan: LaunchPlan, opts: ServeOptions) -> GradeService:
     o = plan.options
+    # One build gate for the service's image builds (--max-builds), closed at shutdown.
+    plan.provider.build_gate = BuildGate(o.max_builds)
     return GradeService(
         plan.cfg,
         plan.tasks,

@@ -131,12 +131,14 @@ class GradeService:
         """Cancel the running grades (their records stay unfinished: a restart re-runs
         them), close every sandbox, write the job's summary."""
         cancelled = await self.cancel_running()
+        self.provider.build_gate.close()  # no build starts; running ones are stopped
         for hook in self.on_close:  # other parts' (sessions): their sandboxes closed
             try:
                 await hook()
             except Exception as exc:
                 self.log.warning(f"closing: {exc}")
         await self.teardown.drain()
+        await self.provider.build_gate.drained()
         if not self.book.open:  # never started
             return
         status = "cancelled" if cancelled or self._cancelled else "completed"
