@@ -193,6 +193,7 @@ async def test_max_builds_is_the_services_one_build_gate_closed_at_shutdown(
     hello = write_task(tmp_path / "tasks", "hello")
     from crucible.engine.request import RunRequest
     from crucible.serve.server import ServeOptions, running_service
+    from crucible.serve.pool import PooledProvider
     from crucible.serve.wiring import SessionOptions
 
     req = RunRequest(paths=[hello], env="local", jobs_dir=tmp_path / "jobs", job_name="gate",
@@ -201,5 +202,6 @@ async def test_max_builds_is_the_services_one_build_gate_closed_at_shutdown(
     async with running_service(req, opts) as r:
         gate = r.service.provider.build_gate
         assert gate.limit == 3 and not gate.closed  # not the default (half the cores)
-        assert getattr(r.service.provider, "inner").build_gate is gate  # the pool's is the inner's
+        pool = r.service.provider
+        assert isinstance(pool, PooledProvider) and pool.inner.build_gate is gate
     assert gate.closed
