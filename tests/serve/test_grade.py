@@ -192,8 +192,8 @@ async def test_max_builds_is_the_services_one_build_gate_closed_at_shutdown(
     pool too), and a shutdown closes the gate: no build starts after it."""
     hello = write_task(tmp_path / "tasks", "hello")
     from crucible.engine.request import RunRequest
-    from crucible.serve.server import ServeOptions, running_service
     from crucible.serve.pool import PooledProvider
+    from crucible.serve.server import ServeOptions, running_service
     from crucible.serve.wiring import SessionOptions
 
     req = RunRequest(paths=[hello], env="local", jobs_dir=tmp_path / "jobs", job_name="gate",
