@@ -20,7 +20,7 @@ import asyncio
 import re
 import shlex
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,20 +118,23 @@ def grading_env(home: str) -> dict[str, str]:
     return env
 
 
-async def stage_tests(sandbox: Sandbox, tests_dir: Path) -> str:
+async def stage_tests(sandbox: Sandbox, tests_dir: Path | Sequence[Path]) -> str:
     """End the agent phase (kill its processes), then prepare_grading."""
     await sandbox.kill_all()
     return await prepare_grading(sandbox, tests_dir)
 
 
-async def prepare_grading(sandbox: Sandbox, tests_dir: Path) -> str:
+async def prepare_grading(sandbox: Sandbox, tests_dir: Path | Sequence[Path]) -> str:
     """Once no agent process is left: make /tests and the reward folder fresh from
-    the host side (at once: they are independent) and copy the tests in; return
-    where they are, for run_verifier."""
+    the host side (at once: they are independent) and copy the tests in (several
+    folders one over the other, in order: a multi-step task's `Task.tests_dirs`);
+    return where they are, for run_verifier."""
+    sources = [tests_dir] if isinstance(tests_dir, Path) else list(tests_dir)
 
     async def tests() -> None:
         await sandbox.reset_dir(TESTS_DIR)
-        await sandbox.upload_dir(tests_dir, TESTS_DIR)
+        for source in sources:  # in order: a later folder's file replaces an earlier one's
+            await sandbox.upload_dir(source, TESTS_DIR)
 
     await _all(tests(), sandbox.reset_dir(REWARD_DIR))
     return TESTS_DIR
