@@ -47,7 +47,7 @@ from pathlib import Path
 from crucible.errors import ProviderUnavailable, SandboxFailed, TaskInvalid
 from crucible.records.tamper import TamperRecord
 from crucible.sandboxes import gradekit, tamper
-from crucible.sandboxes.local import layerdiff
+from crucible.sandboxes.local import etcfiles, layerdiff
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, bwrap_features, find_bwrap
 from crucible.sandboxes.local.images import Rootfs
 
@@ -302,12 +302,19 @@ class ImageMode:
         layout.ro_binds = {**layout.ro_binds, KIT: str(self.kit), PRELOAD: str(self.kit / "empty")}
         if not os.path.lexists(self.rootfs.path / PRELOAD.lstrip("/")):
             self.mount_points.append(PRELOAD)
-        # Name resolution as in host mode; the image keeps the rest of its /etc.
-        for name in ("hosts", *(("resolv.conf",) if layout.network else ())):
+        # The sandbox's own writable /etc/hosts, /etc/hostname and (with network)
+        # /etc/resolv.conf, in its upper layer (etcfiles.py); the image keeps the rest of
+        # its /etc. An image whose /etc is no folder gets them read-only, as before.
+        files = etcfiles.texts(etc_dir, layout.network)
+        if etcfiles.image_etc_is_a_folder(self.rootfs.path):
+            mode = os.lstat(self.rootfs.path / "etc").st_mode
+            etcfiles.write_own(self.layers / "upper", files, self.owner, mode)
+            self.mount_points += etcfiles.ETC_FILES  # crucible's, not the attempt's changes
+            return layout
+        for name in files:
             if (etc_dir / name).exists():
                 layout.ro_binds[f"/etc/{name}"] = str(etc_dir / name)
-                if not os.path.lexists(self.rootfs.path / "etc" / name):
-                    self.mount_points.append(f"/etc/{name}")  # bwrap makes it in the upper layer
+                self.mount_points.append(f"/etc/{name}")  # bwrap makes it in the upper layer
         return layout
 
     def grading_kit(self) -> str | None:
