@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.engine.test_steps import ENVS, env
 from tests.helpers.attack_tasks import attack_trial
 
 from crucible.agents.nop import NopAgent
@@ -22,14 +23,7 @@ from crucible.records.trial import TrialResult
 from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
 
-ENVS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
-
-
-@pytest.fixture
-def env(request: pytest.FixtureRequest) -> str:
-    if request.param == "docker":
-        request.getfixturevalue("docker_engine")
-    return str(request.param)
+__all__ = ["env"]  # the fixture, shared with test_steps.py
 
 
 def _write(path: Path, text: str) -> None:

@@ -14,16 +14,14 @@ from __future__ import annotations
 import os
 import secrets
 import tarfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from tests.helpers.wait import await_until
-from tests.sandboxes.test_local_images import make_env, rootfs_dir, spec
+from tests.sandboxes.test_local_images import make_env, provider, rootfs_dir, spec
 
 from crucible.sandboxes.local.provider import LocalProvider, LocalSandbox
 
-__all__ = ["rootfs_dir"]  # its module's cache, autouse here too
+__all__ = ["provider", "rootfs_dir"]  # its module's fixtures (the cache autouse) here too
 
 # An image whose /etc/hosts is a link to a host file, and whose entrypoint blocks a name in
 # /etc/hosts before its "service" (here: a marker file) starts, as the recipe's does.
@@ -55,14 +53,6 @@ HOST_HOSTS = Path("/etc/hosts")
 
 def _bytes(path: Path) -> bytes:
     return path.read_bytes()
-
-
-@pytest.fixture
-async def provider(buildah: None) -> AsyncIterator[LocalProvider]:
-    p = LocalProvider(image_tool="buildah")
-    await p.preflight()
-    yield p
-    await p.aclose()
 
 
 async def test_each_image_sandbox_has_its_own_writable_etc_files(
