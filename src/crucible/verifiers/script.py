@@ -27,6 +27,7 @@ from typing import Any
 from crucible.errors import TaskInvalid, VerifierFailed
 from crucible.sandboxes.base import ExecResult, Sandbox
 from crucible.verifiers.rewards import REWARD_DIR, parse_reward_txt, split_reward_json
+from crucible.verifiers.testsdir import one_tests_dir
 
 TESTS_DIR = "/tests"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -133,8 +134,9 @@ async def prepare_grading(sandbox: Sandbox, tests_dir: Path | Sequence[Path]) ->
 
     async def tests() -> None:
         await sandbox.reset_dir(TESTS_DIR)
-        for source in sources:  # in order: a later folder's file replaces an earlier one's
-            await sandbox.upload_dir(source, TESTS_DIR)
+        # One upload: several folders merged on the host first (verifiers/testsdir.py).
+        async with one_tests_dir(sources) as folder:
+            await sandbox.upload_dir(folder, TESTS_DIR)
 
     await _all(tests(), sandbox.reset_dir(REWARD_DIR))
     return TESTS_DIR
