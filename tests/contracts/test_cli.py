@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.contracts.scoring import CORPUS
 from typer.testing import CliRunner
 
 from crucible.cli.main import app
 from crucible.contracts import detect_paths
+from tests.contracts.scoring import CORPUS
 
 GPU_UNUSED = "import modal\napp = modal.App()\n@app.function(gpu='T4')\ndef f(): pass\n"
 

@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.contracts.scoring import CORPUS, corpus_files, labels, score
 
 import crucible.contracts
 from crucible.contracts import LEGACY_IDS, MODERN_IDS, detect_paths, detect_source
 from crucible.contracts.model import ContractReport, canonical
+from tests.contracts.scoring import CORPUS, corpus_files, labels, score
 
 ALL = corpus_files(CORPUS)
 DEV = corpus_files(CORPUS, heldout=False)

@@ -15,13 +15,12 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.attack_tasks import HONEST_TEST, attack_task, attack_trial
-
 from crucible.agents.submission import SubmissionAgent
 from crucible.records.submission import SUBMISSION
 from crucible.records.trial import TrialResult
 from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
+from tests.helpers.attack_tasks import HONEST_TEST, attack_task, attack_trial
 
 # 1 only when the agent's file equals the test's own copy, byte for byte.
 EXPECTED_TEST = (

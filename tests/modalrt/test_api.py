@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.helpers.wait import wait_until
-from tests.modalrt.conftest import PROGRAMS
-from tests.modalrt.stores import dict_value
 
 from crucible.modalrt.api import run_program, split_target
 from crucible.modalrt.entry import UsageError, parse_args
 from crucible.modalrt.gpu import needs_gpu
 from crucible.modalrt.sdk.image import Image
 from crucible.modalrt.serve import serve_program
+from tests.helpers.wait import wait_until
+from tests.modalrt.conftest import PROGRAMS
+from tests.modalrt.stores import dict_value
 
 
 def test_run_program_captures_output_and_returns_the_trace(

@@ -210,6 +210,7 @@ def test_modal_serve_until_sigterm(
     import sys
 
     import httpx
+
     from tests.modalrt.conftest import PROGRAMS
 
     trace = tmp_path / "serve.json"

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.modalrt.conftest import PROGRAMS
 
 from crucible.modalrt.serve import serve_program
+from tests.modalrt.conftest import PROGRAMS
 
 
 def test_a_container_started_from_an_ended_thread_serves_the_next_inputs(modal_run: Any) -> None:

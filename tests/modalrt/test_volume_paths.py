@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.modalrt.stores import runtime
 
 from crucible.modalrt.mounts import MountError, wrap_with_mounts
 from crucible.modalrt.sdk.exception import InvalidError
 from crucible.modalrt.sdk.volume import Volume
+from tests.modalrt.stores import runtime
 
 
 def test_paths_that_leave_the_volume_are_refused(state: Path, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ REQUIRED = {
     "host_loopback_unreachable",
     "host_addresses_unreachable",
     "writes_outside_fail",
+    "etc_files_private",
     "host_env_invisible",
     "host_home_invisible",
     "tests_absent_in_agent_phase",
@@ -99,3 +100,6 @@ def test_whole_suite_passes_in_image_mode_through_the_cli(buildah: None) -> None
     # System paths are the image's, writable in the trial's own layer only.
     (writes,) = [c for c in data["checks"] if c["name"] == "writes_outside_fail"]
     assert "private to the sandbox" in writes["detail"]
+    # Its own /etc/hosts, /etc/hostname and /etc/resolv.conf, writable as on docker.
+    (etc,) = [c for c in data["checks"] if c["name"] == "etc_files_private"]
+    assert "/etc/hosts: writable, its own; /etc/hostname: writable, its own" in etc["detail"]

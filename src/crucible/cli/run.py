@@ -249,6 +249,13 @@ def _print_invalid(path: Path, problems: list[Problem]) -> None:
         err_console.print(f"  {p}", highlight=False)
 
 
+def _print_unsupported(path: Path, problems: list[Problem]) -> None:
+    """A valid task the provider cannot run yet: "unsupported", never "invalid"."""
+    err_console.print(f"[yellow]unsupported task[/] {escape(str(path))}", highlight=False)
+    for p in problems:
+        err_console.print(f"  {escape(str(p))}", highlight=False)
+
+
 def _print_warnings(path: Path, problems: list[Problem]) -> None:
     for p in problems:
         err_console.print(f"[yellow]warning[/] {escape(str(p))}", highlight=False)
@@ -272,7 +279,10 @@ async def _run_job(request: RunRequest, *, quiet: bool, as_json: bool) -> int:
             status.start()
         try:
             plan = await prepare_launch(
-                request, on_invalid=_print_invalid, on_warnings=_print_warnings
+                request,
+                on_invalid=_print_invalid,
+                on_warnings=_print_warnings,
+                on_unsupported=_print_unsupported,
             )
         finally:
             status.stop()

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from crucible.cli.common import console
 from crucible.cli.expected import expected_note
+from crucible.engine.summary import counted
 
 if TYPE_CHECKING:
     from crucible.engine.job import JobRunner
@@ -96,7 +97,7 @@ def print_summary(runner: JobRunner, summary: JobSummary, jobs_dir: Path, *, rer
     table.add_column("mean reward", justify="right", no_wrap=True)
     table.add_column("outcomes", overflow="fold")
     for name, rs in per_task.items():
-        rewards = [r.counted_reward for r in rs if r.counted_reward is not None]
+        rewards = [v for r in rs if (v := counted(r, summary.primary)) is not None]
         outcomes = Counter(r.outcome for r in rs)
         table.add_row(
             escape(name),
@@ -133,7 +134,12 @@ def print_summary(runner: JobRunner, summary: JobSummary, jobs_dir: Path, *, rer
         "-"
         if summary.mean_reward is None
         else f"{summary.mean_reward:.3f}"
-        + (f" ({summary.n_excluded} left out: infrastructure)" if summary.n_excluded else ""),
+        + (f" ({summary.n_excluded} left out: infrastructure)" if summary.n_excluded else "")
+        + (
+            f" ({summary.n_without_primary} graded without {summary.primary!r}: counted 0)"
+            if summary.n_without_primary
+            else ""
+        ),
     )
     for k, v in summary.pass_at_k.items():
         totals.add_row(k, f"{v:.3f}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +36,22 @@ def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
 
 
+def shown(path: Path) -> str:
+    """A path as `tasks check` prints it, one way for all: relative to the working
+    directory when it is under it, else absolute."""
+    full = Path(os.path.abspath(path))
+    try:
+        return str(full.relative_to(Path.cwd())) or "."
+    except ValueError:
+        return str(full)
+
+
+def _location(p: Problem) -> str:
+    return f"{shown(p.path)}:{p.line}" if p.line is not None else shown(p.path)
+
+
 def _problem_json(p: Problem) -> dict[str, Any]:
-    return {"path": str(p.path), "line": p.line, "message": p.message, "severity": p.severity}
+    return {"path": shown(p.path), "line": p.line, "message": p.message, "severity": p.severity}
 
 
 def _check_json(c: TaskCheck) -> dict[str, Any]:
@@ -44,7 +59,7 @@ def _check_json(c: TaskCheck) -> dict[str, Any]:
 
     return {
         "name": c.name,
-        "path": str(c.path),
+        "path": shown(c.path),
         "valid": c.valid,
         "digest": c.task.digest if c.task else None,
         "problems": [_problem_json(p) for p in c.problems],
@@ -79,7 +94,7 @@ def _print_problems(c: TaskCheck) -> None:
     for p in c.problems:
         style = "red" if p.is_error else "yellow"
         console.print(
-            f"    [{style}]{p.severity}[/] {escape(p.location())}: {escape(p.message)}",
+            f"    [{style}]{p.severity}[/] {escape(_location(p))}: {escape(p.message)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -140,7 +155,7 @@ def check(
         print_json(out)
     else:
         for c in checks:
-            _status(c.valid, "invalid", f"{escape(c.name)}  [dim]{escape(str(c.path))}[/]")
+            _status(c.valid, "invalid", f"{escape(c.name)}  [dim]{escape(shown(c.path))}[/]")
             _print_problems(c)
         console.print(
             f"{summary['tasks']} task(s): {summary['valid']} valid, {summary['invalid']} invalid; "

@@ -131,18 +131,19 @@ def load_tasks(
 
 
 def refuse_unsupported(
-    req: RunRequest, tasks: list[Task], provider_name: str, on_invalid: OnInvalid | None
+    req: RunRequest, tasks: list[Task], provider_name: str, on_unsupported: OnInvalid | None
 ) -> list[Task]:
     """Tasks that use a Harbor feature crucible cannot run yet are refused before anything
     is created (`resources_unavailable`: the task is valid, crucible lacks the feature), or,
-    with --skip-invalid, left out and reported like invalid tasks."""
+    with --skip-invalid, left out; each is handed to `on_unsupported` (never called
+    invalid: it is not)."""
     kept: list[Task] = []
     for task in tasks:
         missing = unsupported_features(task, provider_name)
         if not missing:
             kept.append(task)
-        elif on_invalid is not None:
-            on_invalid(
+        elif on_unsupported is not None:
+            on_unsupported(
                 task.path, [Problem(path=task.path / "task.toml", message=m) for m in missing]
             )
     refused = len(tasks) - len(kept)
@@ -267,11 +268,13 @@ async def prepare_launch(
     on_invalid: OnInvalid | None = None,
     on_warnings: OnInvalid | None = None,
     agent: Agent | None = None,
+    on_unsupported: OnInvalid | None = None,
 ) -> LaunchPlan:
     """Check the request, resolve defaults and resume, and preflight the provider.
 
     `agent`: the agent to run, in place of the one the request names from the registry
-    (the grading service's, which is not there: each grade applies its own submission)."""
+    (the grading service's, which is not there: each grade applies its own submission).
+    `on_unsupported`: for each valid task the provider cannot run yet (default: on_invalid)."""
     jobs_dir = req.jobs_dir or default_jobs_dir()
     job_id = req.resume or req.job_name or new_job_id()
     existing = None
@@ -305,7 +308,7 @@ async def prepare_launch(
     if req.no_network:
         # The job's policy over the task's: every phase of every task without network.
         tasks = [t.without_network() for t in tasks]
-    tasks = refuse_unsupported(req, tasks, env_name, on_invalid)
+    tasks = refuse_unsupported(req, tasks, env_name, on_unsupported or on_invalid)
     attempts = req.attempts or DEFAULT_ATTEMPTS
     if attempts < 1:
         raise _usage("--attempts must be at least 1")

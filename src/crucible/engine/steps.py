@@ -4,8 +4,8 @@ For each step: empty /tests and /logs/verifier where the previous step was grade
 place -> stage steps/NAME/workdir/ into the workdir and run its setup.sh -> the step's
 healthcheck -> the agent phase with the step's instruction -> kill every process ->
 grade it as a one-step trial is graded (engine/grading/grader.py: the step's submission
-and artifacts taken, its own tests in the agent's sandbox or in a separate verifier
-sandbox, then the task's host-side stages) -> check min_reward on the rewards after the stages: a step
+and artifacts taken, the task's tests/ with its own over them in the agent's sandbox or
+in a separate verifier sandbox, then the task's host-side stages) -> check min_reward on the rewards after the stages: a step
 below it (or without rewards) ends the trial's steps. The agent's sandbox lives until
 the last step is graded. The trial's rewards then come from the steps' by multi_step_reward_strategy
 (Harbor's: 'mean' per key over the graded steps, a missing key counting 0; 'final' the
@@ -15,8 +15,8 @@ Blame is a one-step trial's: the first step's setup and healthcheck run before a
 agent, so their failure is the environment's (sandbox_failed); a later step's setup,
 healthcheck or grading that fails in a live sandbox may be an earlier agent's doing,
 so it is verifier_failed (counted, never retried).
-Each step's files land under <trial>/steps/NAME/ (agent/, sandbox/logs/...,
-sandbox/artifacts/, sandbox/submission/, verifier/).
+Each step's files land under <trial>/steps/NAME/ (agent/, sandbox/logs/... with its own
+/logs/artifacts, sandbox/artifacts/, sandbox/submission/, verifier/).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from crucible.metrics.aggregate import pass_at_k_table
+from crucible.metrics.aggregate import lacks, pass_at_k_table, primary_key, reward_keys, score
 from crucible.metrics.model import DEFAULT_THRESHOLD, MetricOptions
 from crucible.metrics.records import Attempt
 from crucible.metrics.stats import mean as stats_mean
@@ -24,6 +24,11 @@ def _attempt(r: TrialResult) -> Attempt:
     return Attempt(r.task_name, r.graded, rewards, r.outcome)
 
 
+def counted(r: TrialResult, primary: str | None) -> float | None:
+    """What trial `r` counts as in a mean on the job's `primary` key (the report's rule)."""
+    return score(_attempt(r), primary or "reward", MetricOptions())
+
+
 def summarize(
     job_id: str,
     status: str,
@@ -34,12 +39,17 @@ def summarize(
 ) -> JobSummary:
     outcomes = Counter(r.outcome for r in results)
     # A trial that broke its own grading counts as 0 (an agent cannot trade a 0
-    # for a gap); infrastructure failures are left out, and counted.
-    scored = [v for r in results if (v := r.counted_reward) is not None]
+    # for a gap); infrastructure failures are left out, and counted. The mean is the
+    # report's (metrics/aggregate.score): on the job's primary key, a graded trial
+    # without it counting 0 (Harbor's rule), and counted in n_without_primary.
+    attempts = [_attempt(r) for r in results]
+    options = MetricOptions(threshold=threshold)
+    primary = primary_key(reward_keys(attempts), options)
+    scored = [v for a in attempts if (v := score(a, primary or "reward", options)) is not None]
     n_cancelled = outcomes.get("cancelled", 0)  # not finished: neither done nor left out
     mean = stats_mean(scored)  # rewards are in the task's range: this never overflows
     partial = [r for r in results if r.graded and r.not_fully_graded()]
-    passk = pass_at_k_table([_attempt(r) for r in results], MetricOptions(threshold=threshold))
+    passk = pass_at_k_table(attempts, options)
     return JobSummary(
         job_id=job_id,
         status=status,
@@ -49,6 +59,8 @@ def summarize(
         outcomes=dict(outcomes),
         mean_reward=mean,
         n_excluded=len(results) - n_cancelled - len(scored),
+        primary=primary,
+        n_without_primary=lacks(attempts, primary),
         pass_at_k=passk,
         n_retries=sum(r.retries for r in results),
         n_tampered=sum(1 for r in results if r.tampered),

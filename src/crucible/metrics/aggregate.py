@@ -9,8 +9,6 @@ from typing import Any
 
 from crucible.metrics.model import (
     Breakdown,
-    CostStats,
-    DurationStats,
     GroupMetrics,
     JobMetrics,
     MetricOptions,
@@ -23,12 +21,12 @@ from crucible.metrics.model import (
 )
 from crucible.metrics.passk import pass_at_k, pass_hat_k
 from crucible.metrics.records import Scored, TrialRecord
+from crucible.metrics.spend import cost_stats, duration_stats
 from crucible.metrics.stats import (
     Estimate,
     clustered_se,
     mean,
     mean_se,
-    quantile,
 )
 from crucible.records.trial import counted_as
 
@@ -60,12 +58,19 @@ def _mean_of(values: list[float]) -> float:
 
 
 def score(r: Scored, key: str, options: MetricOptions) -> float | None:
-    """The value a trial contributes for `key`, or None when it is left out."""
+    """The value a trial contributes for `key`, or None when it is left out.
+
+    A graded trial without `key` counts 0 for it (`lacks` counts those, shown beside the
+    mean), never dropped: Harbor 0.25 aggregates each reward key over every trial, a missing
+    reward or key counting 0 (its docs, "Metrics"; src/harbor/metrics/mean.py counts a
+    missing reward 0), as a multi-step trial's 'mean' does (engine/steps.combine)."""
     if r.graded:
         v = r.rewards.get(key) if r.rewards else None
+        if v is None:
+            return 0.0
         # A stored reward that is not finite is a bad record (the loaders skip it, with
         # a warning); one that still reaches here is left out, never summed into inf.
-        return v if v is not None and math.isfinite(v) else None
+        return v if math.isfinite(v) else None
     if r.outcome == "cancelled":  # never finished (a resume runs it): not a 0, not a gap
         return None
     if options.errors_as == "zero":
@@ -73,6 +78,13 @@ def score(r: Scored, key: str, options: MetricOptions) -> float | None:
     if options.errors_as == "blame":  # the attempt's own failures are a 0, infra is a gap
         return counted_as(r.outcome)
     return None
+
+
+def lacks(records: Iterable[Scored], key: str | None) -> int:
+    """Graded trials without reward `key` (each counted 0 for it by `score`)."""
+    if key is None:
+        return 0
+    return sum(1 for r in records if r.graded and key not in (r.rewards or {}))
 
 
 def group_value(metadata: Any, key: str) -> str:
@@ -181,59 +193,6 @@ def pass_at_k_table(records: Sequence[Scored], options: MetricOptions) -> dict[s
     return {key: v for key, v in table.items() if v is not None}
 
 
-def _cost(records: Sequence[TrialRecord]) -> CostStats:
-    known = [r.cost_usd for r in records if r.cost_usd is not None]
-    sources = Counter(str(r.cost_source) for r in records if r.cost_source is not None)
-    with_tokens = [r.tokens for r in records if r.tokens is not None]
-    totals = {
-        name: sum(getattr(t, name) for t in with_tokens)
-        for name in ("input", "cache_read", "cache_write", "output")
-    }
-    total = _total(known)
-    judged = [r for r in records if r.verifier_tokens is not None]
-    judged_usd = [r.verifier_cost_usd for r in judged if r.verifier_cost_usd is not None]
-    return CostStats(
-        verifier_n_judged=len(judged),
-        verifier_tokens_total=sum(r.verifier_tokens or 0 for r in judged),
-        verifier_total_usd=_total(judged_usd),
-        verifier_per_rollout_usd=mean(judged_usd),
-        n_known=len(known),
-        n_unknown=len(records) - len(known),
-        sources=dict(sources),
-        total_usd=total,
-        per_rollout_usd=mean(known),
-        tokens_total=totals if with_tokens else {},
-        tokens_per_rollout={k: v / len(with_tokens) for k, v in totals.items()}
-        if with_tokens
-        else {},
-    )
-
-
-def _total(values: list[float]) -> float | None:
-    """The sum of the finite values (a cost an agent reported is its own); None when none."""
-    kept = [v for v in values if math.isfinite(v)]
-    if not kept:
-        return None
-    try:
-        return math.fsum(kept)
-    except OverflowError:  # costs near max float: no total worth showing
-        return None
-
-
-def _duration(records: Sequence[TrialRecord]) -> DurationStats:
-    d = [r.duration_sec for r in records if r.duration_sec is not None]
-    agent = [r.agent_sec for r in records if r.agent_sec is not None]
-    return DurationStats(
-        n=len(d),
-        mean_sec=mean(d),
-        median_sec=quantile(d, 0.5),
-        p90_sec=quantile(d, 0.9),
-        max_sec=max(d) if d else None,
-        total_sec=_total(d),
-        agent_mean_sec=mean(agent),
-    )
-
-
 def group_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> GroupMetrics:
     """All metrics over one set of trial records."""
     keys = reward_keys(records)
@@ -258,6 +217,7 @@ def group_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> Gro
         n_graded=outcomes.get("graded", 0),
         n_scored=n_scored_primary,
         n_excluded=sum(1 for r in records if _excluded(r, primary, options)),
+        n_without_primary=lacks(records, primary),
         n_cancelled=outcomes.get("cancelled", 0),
         n_tampered=sum(1 for r in records if r.tampered_paths),
         n_not_fully_graded=sum(1 for r in records if r.not_fully_graded),
@@ -276,8 +236,8 @@ def group_metrics(records: Sequence[TrialRecord], options: MetricOptions) -> Gro
         rewards={k: _reward_stats(records, k, options, ckey) for k in keys},
         success_rate=successes / n_scored_primary if n_scored_primary else None,
         pass_k=_pass_k(counts),
-        cost=_cost(records),
-        duration=_duration(records),
+        cost=cost_stats(records),
+        duration=duration_stats(records),
     )
 
 

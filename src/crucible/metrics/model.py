@@ -107,6 +107,7 @@ class GroupMetrics(BaseModel):
     n_graded: int = 0
     n_scored: int = 0  # trials that enter the means (graded, plus errors counted as 0)
     n_excluded: int = 0  # errors left out of the means (shown beside them)
+    n_without_primary: int = 0  # graded without the primary key: counted 0 (shown beside)
     n_cancelled: int = 0  # stopped by a cancel: not finished, neither an error nor a 0
     n_tampered: int = 0  # trials that changed code grading runs (TrialResult.tampered)
     # graded trials a declared gate or veto did not grade (no judge configured), by reason

@@ -65,6 +65,10 @@ class JobSummary(BaseModel):
     # and n_excluded says how many were.
     mean_reward: float | None = None
     n_excluded: int = 0
+    # The reward key the mean and pass@k are on ('reward' if any trial has it, else the
+    # first seen), and the graded trials without it: each counted 0, as Harbor counts them.
+    primary: str | None = None
+    n_without_primary: int = 0
     pass_at_k: dict[str, float] = Field(default_factory=dict)
     n_retries: int = 0
     # Trials that changed code grading could run (TrialResult.tampered), under any policy.

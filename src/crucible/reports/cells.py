@@ -18,6 +18,8 @@ def fmt_mean_se(g: GroupMetrics) -> str:
     # Whatever is left out of a mean is shown beside it: a gap must never pass for nothing.
     gaps = [f"{g.n_excluded} left out"] if g.n_excluded else []
     gaps += [f"{g.n_cancelled} cancelled"] if g.n_cancelled else []
+    if g.n_without_primary:  # counted 0, as Harbor counts a missing key
+        gaps.append(f"{g.n_without_primary} without {g.primary!r}: 0")
     left_out = f" ({', '.join(gaps)})" if gaps else ""
     if rs.se is None:
         return fmt(rs.mean) + left_out

@@ -190,12 +190,16 @@ def reason_rows(report: Report) -> tuple[Row, list[Row]] | None:
                 )
                 first = tr.error.splitlines()[0] if tr.error else ""
                 reason = " | ".join(x for x in (first[:160], *tail) if x)
-                if not reason and not tr.stages:
+                # graded without the primary key: counted 0, as Harbor counts a missing key
+                missing = tr.outcome == "graded" and tr.reward is None
+                if not reason and not tr.stages and not missing:
                     continue
                 label = "reward 0" if tr.outcome == "graded" else tr.outcome
+                if missing:
+                    label = f"no {j.overall.primary!r} key: 0"
                 name = tr.folder or tr.trial_name
-                if reason:
-                    rows.append([j.name or j.job_id, name, label, reason])
+                if reason or missing:
+                    rows.append([j.name or j.job_id, name, label, reason or "-"])
                 for st in tr.stages:  # a row per verifier stage: which one zeroed it, and why
                     why = f"{st.status}: {st.reason[:300]}" if st.reason else st.status
                     rows.append([j.name or j.job_id, name, f"stage {st.name}", why])

@@ -13,8 +13,9 @@ capabilities, devices, host namespaces, bind mounts, published ports...).
 resolved as Compose does, from the task's [environment].env, Harbor's CONTEXT_DIR /
 MAIN_IMAGE_NAME / PREBUILT_IMAGE_NAME / CPUS / MEMORY, and then only the host
 variables the operator allows (tasks/hostvars.py; Harbor reads the whole host): a
-variable that is unset, or not allowed, and has no default is task_invalid, as in env
-tables, and a bare `environment: [NAME]` entry not allowed is left out. The file is
+variable that is unset, or not allowed, and has no default is an empty string, as Compose
+gives it (with a warning; task.toml's env tables refuse it), `${VAR:?err}` is task_invalid,
+and a bare `environment: [NAME]` entry not allowed is left out. The file is
 read without following a link, and a build context that holds a link out of it is
 refused (tasks/taskfs.py).
 """
@@ -297,6 +298,8 @@ def _service(
     svc = Service(name)
     if "image" in raw:
         svc.image = text(raw["image"], path, f"{where}.image")
+        if not svc.image.strip():  # docker would refuse it ("invalid reference format")
+            raise invalid(path, f"{where}.image", "an empty image name")
     if "build" in raw:
         svc.build = build(raw["build"], path, env_dir, f"{where}.build")
         for entry, why in context_problems(svc.build.context)[:1]:

@@ -4,6 +4,7 @@ turned into plain values, or refused by name (`ComposeInvalid`, a `TaskInvalid`)
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ from typing import Any
 
 from crucible.errors import TaskInvalid
 from crucible.tasks.hostvars import HostScope
+
+log = logging.getLogger(__name__)
 
 _BUILD_FIELDS = frozenset({"context", "dockerfile", "args", "target"})
 _DEPENDS_FIELDS = frozenset({"condition", "restart", "required"})
@@ -102,14 +105,19 @@ def interpolate(
                 raise invalid(path, where, host.why_not(name))
             raise invalid(path, where, f"${{{name}}} is required: {arg or 'unset'}")
         if value is None:
+            # Compose substitutes an empty string for a variable it has no value for, with a
+            # warning, and Harbor runs the file through Compose: so does crucible (the read is
+            # marked, and `tasks check` warns). Nothing of the host is read for it: the
+            # allow-list still decides (tasks/hostvars.py), and an empty string tells nothing.
             if host is not None:
-                raise invalid(path, where, host.why_not(name))
-            raise invalid(
-                path,
+                host.emptied(name)
+            log.warning(
+                "%s: %s: ${%s} has no value: an empty string, as Compose gives",
+                path.name,
                 where,
-                f"the host has no variable {name!r} and no default is given "
-                f"(write ${{{name}:-default}} for one)",
+                name,
             )
+            return ""
         return value
 
     return _VAR.sub(one, text)

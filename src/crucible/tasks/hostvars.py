@@ -75,6 +75,9 @@ class HostRead(BaseModel):
     # host: the allowed host value; default: the task's default (the host is never read);
     # unset: allowed but the host has none; not-allowed / credential: never read.
     outcome: Outcome
+    # A compose file's `${NAME}` without a default that got no value: Compose substitutes an
+    # empty string (with a warning), and so does crucible there (task.toml's is an error).
+    empty: bool = False
 
     def describe(self) -> str:
         said = {
@@ -85,7 +88,8 @@ class HostRead(BaseModel):
             "credential": "a credential (never read)",
         }[self.outcome]
         at = f"{self.file.name}:{self.line}" if self.line else self.file.name
-        return f"{self.name}: {said} ({at} {self.where})"
+        empty = ": an empty string, as Compose gives it" if self.empty else ""
+        return f"{self.name}: {said}{empty} ({at} {self.where})"
 
 
 class HostEnvRefused(ValueError):
@@ -147,6 +151,14 @@ class HostScope:
             outcome = "unset" if name in self.host.allowed else "not-allowed"
         self.reads.append(HostRead(name=name, file=file, line=line, where=where, outcome=outcome))
         return value
+
+    def emptied(self, name: str) -> HostRead | None:
+        """Mark the last read of `name` as given an empty string (Compose's rule)."""
+        for read in reversed(self.reads):
+            if read.name == name:
+                read.empty = True
+                return read
+        return None
 
     def why_not(self, name: str) -> str:
         """Why `${name}` has no value (it was read and got None), for the task_invalid."""

@@ -130,6 +130,18 @@ def check_task(path: Path, host: HostEnv = NO_HOST) -> TaskCheck:
             failed = [r for r in scope.reads if r.file == compose and r.name in wrong]
             line = failed[-1].line if failed else None
             check.problems.append(Problem(path=compose, line=line, message=wrong))
+        for read in scope.reads:  # `${NAME}` without a default: Compose's empty string
+            if read.empty and read.file == compose:
+                check.problems.append(
+                    Problem(
+                        path=compose,
+                        line=read.line,
+                        severity="warning",
+                        message=f"{read.where}: ${{{read.name}}} has no value here "
+                        f"({scope.why_not(read.name)}): Harbor's docker compose runs it with "
+                        "an empty string, and so does crucible",
+                    )
+                )
         # What the compose file read of the host goes with the task (the docker provider
         # reads the file again, with these values and no others).
         check.task = check.task.model_copy(update={"host_env": scope.used()})

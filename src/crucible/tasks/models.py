@@ -284,11 +284,25 @@ class Task(BaseModel):
 
     @property
     def tests_dir(self) -> Path:
-        if self.step_name is not None:  # a step without tests/test.sh uses the task's
+        """The folder whose test.sh grading runs (a step without its own runs the task's)."""
+        if self.step_name is not None:
             own = self.step_dir(self.step_name) / "tests"
             if (own / "test.sh").is_file():
                 return own
         return self.path / "tests"
+
+    @property
+    def tests_dirs(self) -> list[Path]:
+        """What grading copies to /tests, in order: the task's tests/, then a step's own
+        tests/ over it, so a name in both is the step's (its test.sh first of all). Harbor
+        0.25 uploads both, in this order, into one /tests (src/harbor/verifier/verifier.py,
+        `Verifier._resolve_tests` and `verify`): a step's test.sh may load a helper that
+        only the task's tests/ holds."""
+        if self.step_name is None:
+            return [self.tests_dir]
+        both = (self.path / "tests", self.step_dir(self.step_name) / "tests")
+        found = [d for d in both if d.is_dir() and not d.is_symlink()]
+        return found or [self.tests_dir]
 
     @property
     def workdir(self) -> str:

@@ -1,7 +1,9 @@
 """The files of a multi-step task: steps/NAME/ holds each step's instruction.md, tests/,
 solution/ and workdir/ (setup.sh and the files staged before the step), as Harbor lays
-them out. A step without tests/test.sh uses the task's; one whose verifier image carries
-its tests (a docker_image, or a Dockerfile beside them) needs none."""
+them out. A step is graded with the task's tests/ and then its own copied over them
+(Task.tests_dirs, as Harbor uploads both): a step without tests/test.sh runs the task's;
+one whose verifier image carries its tests (a docker_image, or a Dockerfile beside them)
+needs none."""
 
 from __future__ import annotations
 

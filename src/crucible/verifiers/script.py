@@ -20,13 +20,14 @@ import asyncio
 import re
 import shlex
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
 from crucible.errors import TaskInvalid, VerifierFailed
 from crucible.sandboxes.base import ExecResult, Sandbox
 from crucible.verifiers.rewards import REWARD_DIR, parse_reward_txt, split_reward_json
+from crucible.verifiers.testsdir import one_tests_dir
 
 TESTS_DIR = "/tests"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -118,20 +119,24 @@ def grading_env(home: str) -> dict[str, str]:
     return env
 
 
-async def stage_tests(sandbox: Sandbox, tests_dir: Path) -> str:
+async def stage_tests(sandbox: Sandbox, tests_dir: Path | Sequence[Path]) -> str:
     """End the agent phase (kill its processes), then prepare_grading."""
     await sandbox.kill_all()
     return await prepare_grading(sandbox, tests_dir)
 
 
-async def prepare_grading(sandbox: Sandbox, tests_dir: Path) -> str:
+async def prepare_grading(sandbox: Sandbox, tests_dir: Path | Sequence[Path]) -> str:
     """Once no agent process is left: make /tests and the reward folder fresh from
-    the host side (at once: they are independent) and copy the tests in; return
-    where they are, for run_verifier."""
+    the host side (at once: they are independent) and copy the tests in (several
+    folders one over the other, in order: a multi-step task's `Task.tests_dirs`);
+    return where they are, for run_verifier."""
+    sources = [tests_dir] if isinstance(tests_dir, Path) else list(tests_dir)
 
     async def tests() -> None:
         await sandbox.reset_dir(TESTS_DIR)
-        await sandbox.upload_dir(tests_dir, TESTS_DIR)
+        # One upload: several folders merged on the host first (verifiers/testsdir.py).
+        async with one_tests_dir(sources) as folder:
+            await sandbox.upload_dir(folder, TESTS_DIR)
 
     await _all(tests(), sandbox.reset_dir(REWARD_DIR))
     return TESTS_DIR

@@ -76,14 +76,22 @@ class Grader:
     gate: StartGate | None = None  # the job's start gate
     tampered: TamperPolicy = "flag"  # the job's policy, for in-place grading
     in_place: bool = False  # the last grading ran in the agent's sandbox
+    graded_steps: int = 0  # steps graded so far in this trial
 
     async def clear(self, sandbox: Sandbox) -> None:
         """Before a step's setup: empty what the previous step's in-place grading left
-        (its tests, its reward files), so no agent sees them."""
+        (its tests, its reward files), so no agent sees them; and, once a step was graded,
+        /logs/artifacts, whose files that step's folder now keeps. Harbor 0.25 moves a
+        step's artifacts out of the trial's artifacts folder into steps/NAME/artifacts/
+        after each step, which empties the sandbox's bind-mounted /logs/artifacts
+        (src/harbor/trial/multi_step.py, `_archive_step_outputs`): each step's folder holds
+        what that step wrote."""
         if self.in_place:
             await sandbox.reset_dir(TESTS_DIR)
             await sandbox.reset_dir(LOGS_VERIFIER)
             self.in_place = False
+        if self.graded_steps:
+            await sandbox.reset_dir(LOGS_ARTIFACTS)
 
     async def grade(
         self,
@@ -112,8 +120,11 @@ class Grader:
         taken = await take_artifacts(
             sandbox, view, self.collector, self.log, with_logs=separate, into=into
         )
-        # A one-step trial also keeps its /logs/artifacts as test.sh left them.
-        folders = [LOGS_VERIFIER] if step is not None else [LOGS_VERIFIER, LOGS_ARTIFACTS]
+        # /logs/artifacts as test.sh left them, the trial's or (a multi-step task) the step's,
+        # into <trial>/steps/NAME/sandbox/logs/artifacts/.
+        folders = [LOGS_VERIFIER, LOGS_ARTIFACTS]
+        if step is not None:
+            self.graded_steps += 1
 
         async def collect(box: Sandbox) -> Path:
             await box.kill_all()  # what test.sh left running may not race the copy

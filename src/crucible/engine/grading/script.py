@@ -59,7 +59,7 @@ async def grade_in_place(
     # racing an archive upload or a reset exec lost /tests/test.sh now and then.
     changes = await sandbox.system_changes()
     try:
-        staged = await prepare_grading(sandbox, task.tests_dir)
+        staged = await prepare_grading(sandbox, task.tests_dirs)
     except Exception:
         note_changes(result, changes, log)  # kept: the likeliest cause of the failure
         raise

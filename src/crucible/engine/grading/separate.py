@@ -61,5 +61,5 @@ async def _grade(
     sandbox: Sandbox, task: Task, spec: SandboxSpec, taken: list[Taken], collect: Collect
 ) -> tuple[ExecResult, Path]:
     await give(sandbox, taken)
-    staged = await prepare_grading(sandbox, task.tests_dir)
+    staged = await prepare_grading(sandbox, task.tests_dirs)
     return await run_script(sandbox, task, staged, cwd=spec.workdir, collect=collect)

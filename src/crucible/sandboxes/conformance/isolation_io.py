@@ -36,6 +36,34 @@ async def _writes(ctx: Ctx) -> str:
     return "; ".join(notes)
 
 
+ETC_OWN = ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf")
+
+
+@check("etc_files_private")
+async def _etc_files(ctx: Ctx) -> str:
+    """/etc/hosts, /etc/hostname and /etc/resolv.conf are writable (docker's, and local
+    image mode's own copies) or read-only (local host mode): either way a write there never
+    reaches the host's files nor another sandbox."""
+    mark = f"crucible-probe-{secrets.token_hex(6)}"
+    before = {p: _host_read_bytes(p) for p in ETC_OWN}
+    notes = []
+    async with ctx.sandbox("etc_files_private") as sb, ctx.sandbox("etc_files_private_2") as sb2:
+        for p in ETC_OWN:
+            r = await sb.exec(f"echo '10.9.9.9 {mark}' >> {p}", timeout=30)
+            notes.append(f"{p}: {'writable, its own' if r.ok else 'read-only'}")
+            expect(_host_read_bytes(p) == before[p], f"a write to {p} inside reached the host")
+        seen = await sb2.exec(f"cat {' '.join(ETC_OWN)} 2>/dev/null", timeout=30)
+        expect(mark not in seen.stdout, "a write to /etc/hosts reached another sandbox")
+    return "; ".join(notes)
+
+
+def _host_read_bytes(path: str) -> bytes | None:
+    try:
+        return Path(path).read_bytes()
+    except OSError:
+        return None
+
+
 def _host_has_and_remove(path: str) -> bool:
     """Did a write inside reach this host path? (and undo it if so)"""
     if not os.path.lexists(path):

@@ -40,6 +40,7 @@ import re
 import secrets
 import shlex
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ from pathlib import Path
 from crucible.errors import ProviderUnavailable, SandboxFailed, TaskInvalid
 from crucible.records.tamper import TamperRecord
 from crucible.sandboxes import gradekit, tamper
-from crucible.sandboxes.local import layerdiff
+from crucible.sandboxes.local import etcfiles, layerdiff
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, bwrap_features, find_bwrap
 from crucible.sandboxes.local.images import Rootfs
 from crucible.sandboxes.local.layers import LayerStack
@@ -297,8 +298,17 @@ class ImageMode:
         image = self.rootfs.stack
         if image.lstat(PRELOAD) is None:
             self.mount_points.append(PRELOAD)
-        # Name resolution as in host mode; the image keeps the rest of its /etc.
-        for name in ("hosts", *(("resolv.conf",) if layout.network else ())):
+        # The sandbox's own writable /etc/hosts, /etc/hostname and (with network)
+        # /etc/resolv.conf, in its upper layer (etcfiles.py); the image keeps the rest of
+        # its /etc. An image whose /etc is no folder gets them read-only, as before.
+        files = etcfiles.texts(etc_dir, layout.network)
+        etc = image.lstat("/etc")  # the image's own, never through a link
+        if etc is not None and stat.S_ISDIR(etc.st_mode):
+            mode = etc.st_mode
+            etcfiles.write_own(self.layers / "upper", files, self.owner, mode)
+            self.mount_points += etcfiles.ETC_FILES  # crucible's, not the attempt's changes
+            return layout
+        for name in files:
             if (etc_dir / name).exists():
                 layout.ro_binds[f"/etc/{name}"] = str(etc_dir / name)
                 if image.lstat(f"/etc/{name}") is None:

@@ -1,0 +1,2 @@
+#!/usr/bin/env bash
+echo alpha > /app/notes.txt
