@@ -160,3 +160,21 @@ class JsonUsageCommand(TyperCommand):
                 + "\n"
             )
             raise typer.Exit(ExitCode.USAGE) from exc
+
+
+# Pacing options `run` and `serve` share (a job's and the service's sandboxes and builds).
+CreateRateOpt = typer.Option(
+    None,
+    "--create-rate",
+    help="Sandbox creations per second, job-wide (default: the provider's own pacing).",
+)
+MaxStartingOpt = typer.Option(
+    None, "--max-starting", help="Sandboxes still starting at once, job-wide."
+)
+MaxBuildsOpt = typer.Option(
+    None,
+    "--max-builds",
+    min=1,
+    help="Image builds running at once, job-wide, on every provider "
+    "(a cancel or shutdown stops them). [default: half the cores]",
+)

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 
-from crucible.cli.common import JobsDirOpt, err_console, fail, fail_from, print_json
+from crucible.cli.common import (
+    CreateRateOpt,
+    JobsDirOpt,
+    MaxBuildsOpt,
+    MaxStartingOpt,
+    err_console,
+    fail,
+    fail_from,
+    print_json,
+)
 from crucible.cli.datasets import DatasetOpt, DatasetsDirOpt, RegistryOpt, dataset_paths
 from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
 from crucible.errors import ExitCode
@@ -126,21 +135,9 @@ def register(app: typer.Typer) -> None:
             "--job-timeout",
             help="Wall limit of the job in seconds; then it is cancelled (resumable).",
         ),
-        create_rate: float = typer.Option(
-            None,
-            "--create-rate",
-            help="Sandbox creations per second, job-wide (default: the provider's own pacing).",
-        ),
-        max_starting: int = typer.Option(
-            None, "--max-starting", help="Sandboxes still starting at once, job-wide."
-        ),
-        max_builds: int = typer.Option(
-            None,
-            "--max-builds",
-            min=1,
-            help="Image builds running at once, job-wide, on every provider "
-            "(a cancel stops them). [default: half the cores]",
-        ),
+        create_rate: float = CreateRateOpt,
+        max_starting: int = MaxStartingOpt,
+        max_builds: int = MaxBuildsOpt,
         gpu_concurrency: int = typer.Option(
             None,
             "--gpu-concurrency",

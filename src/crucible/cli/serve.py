@@ -9,7 +9,15 @@ from pathlib import Path
 
 import typer
 
-from crucible.cli.common import JobsDirOpt, err_console, fail, fail_from
+from crucible.cli.common import (
+    CreateRateOpt,
+    JobsDirOpt,
+    MaxBuildsOpt,
+    MaxStartingOpt,
+    err_console,
+    fail,
+    fail_from,
+)
 from crucible.cli.run import _parse_params, _print_invalid
 from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
 from crucible.errors import ExitCode
@@ -42,18 +50,9 @@ def register(app: typer.Typer) -> None:
             "-c",
             help=f"Sandboxes at once (grades and sessions). [default: {DEFAULT_CONCURRENCY}]",
         ),
-        create_rate: float = typer.Option(
-            None, "--create-rate", help="Sandbox creations per second."
-        ),
-        max_starting: int = typer.Option(
-            None, "--max-starting", help="Sandboxes still starting at once."
-        ),
-        max_builds: int = typer.Option(
-            None,
-            "--max-builds",
-            min=1,
-            help="Image builds running at once (a shutdown stops them). [default: half the cores]",
-        ),
+        create_rate: float = CreateRateOpt,
+        max_starting: int = MaxStartingOpt,
+        max_builds: int = MaxBuildsOpt,
         max_retries: int = typer.Option(
             None,
             "--max-retries",
