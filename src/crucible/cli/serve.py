@@ -17,6 +17,7 @@ from crucible.cli.common import (
     err_console,
     fail,
     fail_from,
+    write_text,
 )
 from crucible.cli.run import _parse_params, _print_invalid
 from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
@@ -149,8 +150,7 @@ def register(app: typer.Typer) -> None:
                 f"crucible serve: {url} (job {job_id}, {len(tasks)} task(s)); docs at {url}/docs",
                 highlight=False,
             )
-            sys.stdout.write(f"CRUCIBLE_SERVE_URL={url}\nCRUCIBLE_SERVE_TOKEN={token}\n")
-            sys.stdout.flush()
+            write_text(f"CRUCIBLE_SERVE_URL={url}\nCRUCIBLE_SERVE_TOKEN={token}\n")
 
         try:
             code = asyncio.run(
