@@ -60,6 +60,7 @@ class GradeStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._later: list[tuple[Path, str]] = []  # finished records not yet written
         self._flusher: asyncio.Task[None] | None = None
+        self._writing: asyncio.Future[None] | None = None
 
     def path(self, grade_id: str) -> Path:
         return self.dir / f"{grade_key(grade_id)}.json"
@@ -79,11 +80,16 @@ class GradeStore:
         """Write every queued record (each atomically), in a worker thread."""
         while self._later:
             batch, self._later = self._later, []
-            await asyncio.to_thread(_write_all, batch)
+            self._writing = asyncio.ensure_future(asyncio.to_thread(_write_all, batch))
+            await asyncio.shield(self._writing)  # a batch, once begun, is written whole
 
     async def close(self) -> None:
+        """Write what is queued now, not at the batch's time."""
         if self._flusher is not None:
-            await asyncio.shield(self._flusher)
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        if self._writing is not None:
+            await self._writing
         await self.flush()
 
     async def _flush_soon(self) -> None:
