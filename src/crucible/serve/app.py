@@ -61,7 +61,7 @@ def create_app(
 
     @app.post("/v1/grade", dependencies=guarded, response_model=GradeResponse,
               openapi_extra=_request_body(GradeRequest))  # fmt: skip
-    async def grade(body: Any = Body(...)) -> GradeResponse:
+    async def grade(body: Any = Body(...)) -> Response:
         """Grade every item; results in input order. An item's id is its idempotency key;
         an item whose submission is malformed is answered `invalid` (reward 0)."""
         try:
@@ -76,17 +76,17 @@ def create_app(
             raise HTTPException(exc.status, exc.message) from None
         results = await service.wait(ids, req.wait_s)
         service.metrics.requests["200"] += 1
-        return GradeResponse(results=results)
+        return model_response(GradeResponse(results=results))
 
     @app.get("/v1/grade/{grade_id:path}", dependencies=guarded, response_model=GradeResult)
     async def get_grade(
         grade_id: str, wait_s: float = Query(0.0, ge=0.0, le=MAX_WAIT_S)
-    ) -> GradeResult:
+    ) -> Response:
         """A grade by id: its result, or `pending` if not done within `wait_s`."""
         got = await service.get(grade_id, wait_s)
         if got is None:
             raise HTTPException(404, f"no grade with id {grade_id!r}")
-        return got
+        return model_response(got)
 
     for router in routers:
         app.include_router(router, dependencies=guarded)
@@ -100,6 +100,13 @@ class AsciiJSONResponse(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode()
+
+
+def model_response(model: BaseModel, status_code: int = 200) -> Response:
+    """`model` as the JSON answer, rendered once: a route's `response_model` stays for the
+    OpenAPI docs, but FastAPI does not validate again what the service built, typed, and
+    encode it a second time (returning a Response skips both)."""
+    return AsciiJSONResponse(model.model_dump(mode="json"), status_code=status_code)
 
 
 async def _invalid_request(request: Request, exc: Exception) -> Response:

@@ -139,6 +139,7 @@ class GradeService:
                 self.log.warning(f"closing: {exc}")
         await self.teardown.drain()
         await self.provider.build_gate.drained()
+        await self.store.close()
         if not self.book.open:  # never started
             return
         status = "cancelled" if cancelled or self._cancelled else "completed"
@@ -322,7 +323,7 @@ class GradeService:
         rec.result = grade_result(rec.id, result, trial=f"{self.cfg.job_id}/{rec.trial}",
                                   group_id=rec.group_id)  # fmt: skip
         rec.submission = None  # the digest stays: the key needs no more
-        self.store.write(rec)
+        self.store.write_later(rec)  # behind the answer; trial's result.json is on disk
         return rec.result
 
     def _final_trial(self, rec: GradeRecord) -> TrialResult | None:
