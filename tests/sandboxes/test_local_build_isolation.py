@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.build_jobs import running
 from tests.helpers.wait import await_until
 from tests.sandboxes.build_attack import (
     NOTHING_REACHED,
@@ -224,18 +225,6 @@ def test_tasks_check_run_builds_in_isolation(
     assert bait.connections() == 0
 
 
-def _running(name: str) -> list[int]:
-    """Host pids whose command line starts with `name` (a copy of sleep the step made)."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit() and (d / "cmdline").read_bytes().startswith(name.encode()):
-                pids.append(int(d.name))
-        except OSError:
-            continue  # gone meanwhile
-    return pids
-
-
 @pytest.mark.parametrize("network", ["none", "public"])
 async def test_a_build_that_times_out_leaves_no_step_running(
     buildah: None, tmp_path: Path, network: NetworkMode
@@ -269,9 +258,9 @@ async def test_a_build_that_times_out_leaves_no_step_running(
             break
     assert "STARTED" in log, log[-2000:]  # the step ran before the timeout
     try:
-        await await_until(lambda: not _running(name), f"the steps named {name} to end", 30)
+        await await_until(lambda: not running(name), f"the steps named {name} to end", 30)
     finally:
-        for pid in _running(name):  # never leave them behind, even when the test fails
+        for pid in running(name):  # never leave them behind, even when the test fails
             os.kill(pid, 9)
 
 

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from tests.helpers.rootfs import private_rootfs_dir
 from tests.helpers.wait import await_until
 
 from crucible.errors import ProviderUnavailable, ResourcesUnavailable, TaskInvalid
@@ -46,16 +47,8 @@ def rootfs_dir() -> Iterator[Path]:
     """A cache of this module's own: builds and unpacks here are real and counted. Not
     under pytest's 0700 base dir: the image uid (hostuid.IMAGE_UID, when we are root)
     must search every directory on the way to the trees."""
-    d = Path("/tmp") / f"crucible-test-rootfs-{secrets.token_hex(8)}"
-    d.mkdir(mode=0o711)
-    old = os.environ.get("CRUCIBLE_ROOTFS_DIR")
-    os.environ["CRUCIBLE_ROOTFS_DIR"] = str(d)
-    yield d
-    if old is None:
-        os.environ.pop("CRUCIBLE_ROOTFS_DIR", None)
-    else:
-        os.environ["CRUCIBLE_ROOTFS_DIR"] = old
-    shutil.rmtree(d, ignore_errors=True)
+    with private_rootfs_dir("crucible-test-rootfs") as d:
+        yield d
     # Each run's nonces make new images: remove them from the tools' storage.
     tags = [env_tag(tree_digest(env)) for env in MADE]
     if tags and shutil.which("buildah"):

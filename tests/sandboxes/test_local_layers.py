@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from tests.helpers.rootfs import private_rootfs_dir
 
 from crucible.errors import SandboxFailed
 from crucible.sandboxes.base import SandboxSpec
@@ -47,16 +48,8 @@ MADE: list[Path] = []
 @pytest.fixture(scope="module")
 def rootfs_dir() -> Iterator[Path]:
     """This module's own cache, where the image uid can reach it (not under pytest's 0700)."""
-    d = Path("/tmp") / f"crucible-test-layers-{secrets.token_hex(8)}"
-    d.mkdir(mode=0o711)
-    old = os.environ.get("CRUCIBLE_ROOTFS_DIR")
-    os.environ["CRUCIBLE_ROOTFS_DIR"] = str(d)
-    yield d
-    if old is None:
-        os.environ.pop("CRUCIBLE_ROOTFS_DIR", None)
-    else:
-        os.environ["CRUCIBLE_ROOTFS_DIR"] = old
-    shutil.rmtree(d, ignore_errors=True)
+    with private_rootfs_dir("crucible-test-layers") as d:
+        yield d
     tags = [f"localhost/{env_tag(tree_digest(env))}" for env in MADE]
     if tags and shutil.which("buildah"):
         subprocess.run(["buildah", "rmi", "-f", *tags], capture_output=True)
