@@ -73,16 +73,20 @@ def _check(resp: httpx.Response) -> httpx.Response:
     return resp
 
 
+def _http_options(url: str, token: str, timeout_s: float, verify: bool | str) -> dict[str, Any]:
+    """What both clients' httpx clients are made with: the bearer token, no read timeout
+    (a grade may take as long as its `wait_s`)."""
+    return {"base_url": url, "headers": {"Authorization": f"Bearer {token}"},
+            "timeout": httpx.Timeout(timeout_s, read=None), "verify": verify}  # fmt: skip
+
+
 class ServiceClient:
     """Blocking client (what TRL's and verl's reward calls want)."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  timeout_s: float = 30.0, verify: bool | str = True) -> None:  # fmt: skip
         self.url, token = resolve(url, token)
-        self._http = httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {token}"},
-            timeout=httpx.Timeout(timeout_s, read=None), verify=verify,
-        )  # fmt: skip
+        self._http = httpx.Client(**_http_options(self.url, token, timeout_s, verify))
 
     def close(self) -> None:
         self._http.close()
@@ -168,10 +172,7 @@ class AsyncServiceClient:
     def __init__(self, url: str | None = None, token: str | None = None, *,
                  timeout_s: float = 30.0, verify: bool | str = True) -> None:  # fmt: skip
         self.url, token = resolve(url, token)
-        self._http = httpx.AsyncClient(
-            base_url=self.url, headers={"Authorization": f"Bearer {token}"},
-            timeout=httpx.Timeout(timeout_s, read=None), verify=verify,
-        )  # fmt: skip
+        self._http = httpx.AsyncClient(**_http_options(self.url, token, timeout_s, verify))
 
     async def aclose(self) -> None:
         await self._http.aclose()
