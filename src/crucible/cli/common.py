@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tomllib
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -178,3 +180,28 @@ MaxBuildsOpt = typer.Option(
     help="Image builds running at once, job-wide, on every provider "
     "(a cancel or shutdown stops them). [default: half the cores]",
 )
+
+
+def parse_params(items: list[str], what: str, as_json: bool) -> dict[str, str]:
+    """`key=value` options (--env-param, --agent-kwarg) as a dict; a bad one exits 2."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            fail(ExitCode.USAGE, "usage", f"{what} {item!r} is not key=value", as_json=as_json)
+        out[key.strip()] = value
+    return out
+
+
+def read_toml(path: Path | None, what: str, as_json: bool) -> dict[str, Any]:
+    """A TOML file given by an option ({} when none); a missing or broken one exits."""
+    if path is None:
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        fail(ExitCode.NOT_FOUND, "not_found", f"{what} {path} does not exist", as_json=as_json)
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(ExitCode.USAGE, "usage", f"{what} {path}: {exc}", as_json=as_json)
+    except tomllib.TOMLDecodeError as exc:
+        fail(ExitCode.USAGE, "usage", f"{what} {path}: {exc}", as_json=as_json)

@@ -125,31 +125,47 @@ class LiveProgress:
 
 
 class _LineColumn(ProgressColumn):
-    def __init__(self, live: LiveProgress) -> None:
+    """The counts line of each bar's job (a sweep shows one bar per arm)."""
+
+    def __init__(self, lives: dict[Any, LiveProgress]) -> None:
         super().__init__()
-        self.live = live
+        self.lives = lives
 
     def render(self, task: Task) -> Text:
-        return Text(self.live.line())
+        live = self.lives.get(task.id)
+        return Text(live.line() if live is not None else "")
 
 
 async def with_progress(runner: JobRunner) -> JobSummary:
+    return (await with_progress_many([(runner.cfg.job_id, runner)]))[0]
+
+
+async def with_progress_many(runners: list[tuple[str, JobRunner]]) -> list[JobSummary]:
+    """Run the jobs at once, a bar for each (labelled), and return their summaries."""
+    import asyncio
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from crucible.cli.common import err_console
 
-    live = LiveProgress(runner)
+    lives: dict[Any, LiveProgress] = {}
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        _LineColumn(live),
+        _LineColumn(lives),
         TimeElapsedColumn(),
         console=err_console,
         transient=False,
         refresh_per_second=2,
     )
-    bar = progress.add_task(escape(runner.cfg.job_id), total=runner.n_total)
-    live.attach(lambda: progress.update(bar, completed=live.done))
+    def follow(bar: Any, live: LiveProgress) -> Callable[[], None]:
+        return lambda: progress.update(bar, completed=live.done)
+
+    for label, runner in runners:
+        live = LiveProgress(runner)
+        bar = progress.add_task(escape(label), total=runner.n_total)
+        lives[bar] = live
+        live.attach(follow(bar, live))
     with progress:
-        return await runner.run()
+        return list(await asyncio.gather(*(r.run() for _, r in runners)))

@@ -64,19 +64,31 @@ def report(
         None, "--cluster-by", help="Metadata key for the clustered SE (default category, source)."
     ),
     price_table: Path | None = typer.Option(
-        None, "--price-table", help="Extra model prices (TOML/JSON) for rollouts without a cost."
+        None,
+        "--price-table",
+        help="Extra model prices (TOML/JSON) for rollouts without a cost; its [self_hosted] "
+        "table prices self-hosted models by server time (docs/sweeps.md).",
+    ),
+    baseline: str | None = typer.Option(
+        None,
+        "--baseline",
+        help="The job (or sweep arm label) the others are compared with. [default: the "
+        "sweep's baseline, else the first job]",
     ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Mean ± SE across runs, pass@k, errors and cost per rollout, jobs side by side.
 
-    With two or more jobs, each later job is compared with the first over the
-    tasks they share (paired by task: mean difference ± SE, 95% CI).
+    A JOB may be a sweep id (`crucible run` with several --agent/--model values):
+    its arms, one row each. With two or more jobs, each is compared with the
+    baseline (--baseline; else the sweep's, else the first job) over the tasks they
+    share (paired by task: mean difference ± SE, 95% CI).
     """
-    from crucible.llm.pricing import PriceTableError, load_price_table
+    from crucible.llm.pricing import PriceTableError, load_price_table, load_server_prices
     from crucible.metrics.model import MetricOptions
     from crucible.reports.build import build_report
-    from crucible.reports.load import JobNotFound, load_job, resolve_job
+    from crucible.reports.load import JobNotFound
+    from crucible.reports.sweeps import load_jobs, with_baseline_first
     from crucible.store.layout import default_jobs_dir
 
     if as_json:
@@ -84,20 +96,20 @@ def report(
     root = jobs_dir or default_jobs_dir()
     try:
         prices = load_price_table(price_table)
+        servers = load_server_prices(price_table)
     except PriceTableError as exc:
         fail(ExitCode.USAGE, "usage", str(exc), as_json=as_json)
-    loaded = []
-    for ref in jobs:
-        try:
-            loaded.append(load_job(resolve_job(ref, root), prices))
-        except JobNotFound as exc:
-            fail(
-                ExitCode.NOT_FOUND,
-                "not_found",
-                str(exc),
-                hint="`crucible runs list` shows the jobs; --jobs-dir picks another folder.",
-                as_json=as_json,
-            )
+    try:
+        loaded, sweep_baseline = load_jobs(jobs, root, prices, servers)
+        loaded = with_baseline_first(loaded, baseline or sweep_baseline)
+    except JobNotFound as exc:
+        fail(
+            ExitCode.NOT_FOUND,
+            "not_found",
+            str(exc),
+            hint="`crucible runs list` shows the jobs; --jobs-dir picks another folder.",
+            as_json=as_json,
+        )
     warn_skipped([s for job in loaded for s in job.skipped], as_json=as_json)
     options = MetricOptions(
         errors_as=errors_as.value,

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import sys
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,9 @@ from crucible.cli.common import (
     err_console,
     fail,
     fail_from,
+    parse_params,
     print_json,
+    read_toml,
 )
 from crucible.cli.datasets import DatasetOpt, DatasetsDirOpt, RegistryOpt, dataset_paths
 from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
@@ -43,27 +44,6 @@ if TYPE_CHECKING:
     from crucible.tasks.problems import Problem
 
 
-def _parse_params(items: list[str], what: str, as_json: bool) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            fail(ExitCode.USAGE, "usage", f"{what} {item!r} is not key=value", as_json=as_json)
-        out[key.strip()] = value
-    return out
-
-
-def _read_config(path: Path | None, as_json: bool) -> dict[str, Any]:
-    if path is None:
-        return {}
-    try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        fail(ExitCode.NOT_FOUND, "not_found", f"config file {path} does not exist", as_json=as_json)
-    except tomllib.TOMLDecodeError as exc:
-        fail(ExitCode.USAGE, "usage", f"config file {path}: {exc}", as_json=as_json)
-
-
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
@@ -71,11 +51,12 @@ def register(app: typer.Typer) -> None:
         dataset: list[str] = DatasetOpt,
         registry: str = RegistryOpt,
         datasets_dir: Path = DatasetsDirOpt,
-        agent: str = typer.Option(
-            None,
+        agent: list[str] = typer.Option(
+            [],
             "--agent",
             "-a",
-            help=f"oracle, nop, terminal, command, or a plugin. [default: {DEFAULT_AGENT}]",
+            help="oracle, nop, terminal, command, or a plugin; repeat it (or --model) for a "
+            f"sweep: every agent x model as sibling jobs. [default: {DEFAULT_AGENT}]",
         ),
         attempts: int = typer.Option(
             None,
@@ -156,7 +137,18 @@ def register(app: typer.Typer) -> None:
             help="flag: record changes to the image's code grading runs (the default); "
             "zero: also count such a trial 0, reason tampered (docs/concepts/trust.md).",
         ),
-        model: str = typer.Option(None, "--model", "-m", help="Model name for LLM agents."),
+        model: list[str] = typer.Option(
+            [], "--model", "-m", help="Model name for LLM agents (repeatable: a sweep)."
+        ),
+        sweep: Path = typer.Option(
+            None,
+            "--sweep",
+            help="TOML sweep file: agents and models to cross, extra arms, the baseline "
+            "(docs/sweeps.md). Runs them as sibling jobs under one -c budget.",
+        ),
+        baseline: str = typer.Option(
+            None, "--baseline", help="The sweep arm (label) the report compares the others with."
+        ),
         model_base_url: str = typer.Option(
             None,
             "--model-base-url",
@@ -212,7 +204,7 @@ def register(app: typer.Typer) -> None:
 
         paths = [*(paths or []), *dataset_paths(dataset, registry, datasets_dir, as_json=as_json)]
         cli: dict[str, Any] = {
-            "paths": paths, "agent": agent, "attempts": attempts, "concurrency": concurrency,
+            "paths": paths, "agent": agent[0] if len(agent) == 1 else None, "attempts": attempts, "concurrency": concurrency,
             "env": env, "jobs_dir": jobs_dir, "job_name": job_name, "resume": resume,
             "retry_errors": retry_errors, "include": include, "exclude": exclude,
             "skip_invalid": skip_invalid, "max_retries": max_retries,
@@ -220,7 +212,7 @@ def register(app: typer.Typer) -> None:
             "create_rate": create_rate, "max_starting": max_starting, "max_builds": max_builds,
             "gpu_concurrency": gpu_concurrency, "no_network": no_network, "tampered": tampered,
             "task_env": task_env_names(task_env, task_env_file, as_json),
-            "model": model, "model_base_url": model_base_url,
+            "model": model[0] if len(model) == 1 else None, "model_base_url": model_base_url,
             "model_api_key_env": model_api_key_env, "context_window": context_window,
             "max_output_tokens": max_output_tokens, "temperature": temperature,
             "max_turns": max_turns, "docs_index": str(docs_index) if docs_index else None,
@@ -229,14 +221,21 @@ def register(app: typer.Typer) -> None:
         try:
             request = RunRequest.from_sources(
                 cli,
-                _read_config(config, as_json),
-                env_params=_parse_params(env_param, "--env-param", as_json),
-                agent_kwargs=_parse_params(agent_kwarg, "--agent-kwarg", as_json),
+                read_toml(config, "config file", as_json),
+                env_params=parse_params(env_param, "--env-param", as_json),
+                agent_kwargs=parse_params(agent_kwarg, "--agent-kwarg", as_json),
             )
         except ValidationError as exc:
             fail(ExitCode.USAGE, "usage", f"run options: {exc}", as_json=as_json)
         except ValueError as exc:  # a config key no option reads
             fail(ExitCode.USAGE, "usage", f"config file {config}: {exc}", as_json=as_json)
+        from crucible.cli.run_sweep import sweep_arms
+
+        arms = sweep_arms(request, agent, model, sweep, baseline, as_json=as_json)
+        if arms is not None:
+            from crucible.cli.run_sweep import run_sweep
+
+            raise typer.Exit(asyncio.run(run_sweep(request, *arms, quiet=quiet, as_json=as_json)))
         raise typer.Exit(asyncio.run(_run_job(request, quiet=quiet, as_json=as_json)))
 
 

@@ -19,7 +19,8 @@ from crucible.cli.common import (
     fail_from,
     write_text,
 )
-from crucible.cli.run import _parse_params, _print_invalid
+from crucible.cli.common import parse_params as _parse_params
+from crucible.cli.run import _print_invalid
 from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
 from crucible.errors import ExitCode
 from crucible.records.defaults import DEFAULT_CONCURRENCY, DEFAULT_ENV, DEFAULT_MAX_RETRIES

@@ -87,6 +87,8 @@ class JobOptions:
     create_rate: float | None = None  # sandbox creations per second, job-wide
     max_starting: int | None = None  # sandboxes still starting at once
     max_builds: int | None = None  # image builds at once, job-wide (None: half the cores)
+    # Trials running at once across sibling jobs (a sweep's arms): held around each trial.
+    shared_slots: asyncio.Semaphore | None = None
 
 
 @dataclass
@@ -291,7 +293,10 @@ class JobRunner:
         self.live[plan.trial_name] = live = LiveTrial(plan.trial_name, budget=budget)
         CURRENT.set(live)  # this task's context: the trial's phases and model calls see it
         try:
-            return await self._trial(plan, retries)
+            if self.options.shared_slots is None:
+                return await self._trial(plan, retries)
+            async with self.options.shared_slots:
+                return await self._trial(plan, retries)
         finally:
             self.live.pop(plan.trial_name, None)
 

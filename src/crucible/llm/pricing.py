@@ -12,6 +12,18 @@ explicit path (`--price-table FILE`). A file maps model names to prices:
     output = 1.50
 
 An unknown model costs None, never 0: a missing price must not read as free.
+
+A self-hosted model is priced by the time of the server it runs on, not by the
+token: `[self_hosted."my-model"]` gives the server's price per hour (for
+example 2 H100s at a cloud's list price) and, optionally, its aggregate output
+throughput. A rollout then costs its output tokens over that throughput, times
+the price per second; without a throughput the report measures it from the job
+(every rollout's output tokens over the job's span). Reports mark such costs.
+
+    [self_hosted."my-org/my-model"]
+    usd_per_hour = 7.90             # the whole server
+    output_tokens_per_sec = 2400    # optional; measured from the job when absent
+    note = "2x H100 80GB, on-demand list price"
 """
 
 from __future__ import annotations
@@ -22,9 +34,9 @@ import tomllib
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from crucible.records.usage import Usage
 
@@ -65,6 +77,14 @@ BUILTIN_PRICES: dict[str, ModelPrice] = {
 }
 
 
+class ServerPrice(BaseModel):
+    """A self-hosted model's server, priced by the hour."""
+
+    usd_per_hour: float = Field(gt=0)
+    output_tokens_per_sec: float | None = Field(default=None, gt=0)
+    note: str | None = None
+
+
 class PriceTableError(ValueError):
     """A price file that cannot be read or does not hold prices."""
 
@@ -82,6 +102,8 @@ def parse_price_file(path: Path) -> dict[str, ModelPrice]:
         raise PriceTableError(f"price table {path}: 'models' must be a table")
     out: dict[str, ModelPrice] = {}
     for name, entry in models.items():
+        if name == "self_hosted" and models is data:
+            continue  # servers' prices (parse_server_prices)
         try:
             out[str(name)] = ModelPrice.model_validate(entry)
         except ValidationError as exc:
@@ -89,17 +111,47 @@ def parse_price_file(path: Path) -> dict[str, ModelPrice]:
     return out
 
 
+def parse_server_prices(path: Path) -> dict[str, ServerPrice]:
+    """The `[self_hosted]` table of a price file ({} when it has none)."""
+    try:
+        text = path.read_text()
+        data: Any = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (OSError, ValueError) as exc:
+        raise PriceTableError(f"cannot read price table {path}: {exc}") from exc
+    table = data.get("self_hosted", {}) if isinstance(data, Mapping) else {}
+    if not isinstance(table, Mapping):
+        raise PriceTableError(f"price table {path}: 'self_hosted' must be a table")
+    out: dict[str, ServerPrice] = {}
+    for name, entry in table.items():
+        try:
+            out[str(name)] = ServerPrice.model_validate(entry)
+        except ValidationError as exc:
+            raise PriceTableError(f"price table {path}: self-hosted {name!r}: {exc}") from exc
+    return out
+
+
+def _price_files(path: Path | str | None) -> list[Path]:
+    files = [USER_PRICES.expanduser()] if USER_PRICES.expanduser().is_file() else []
+    if env := os.environ.get(PRICES_ENV):
+        files.append(Path(env).expanduser())
+    if path is not None:
+        files.append(Path(path).expanduser())
+    return files
+
+
+def load_server_prices(path: Path | str | None = None) -> dict[str, ServerPrice]:
+    """Self-hosted servers' prices from the same files as the token prices (later wins)."""
+    out: dict[str, ServerPrice] = {}
+    for file in _price_files(path):
+        out.update(parse_server_prices(file))
+    return out
+
+
 def load_price_table(path: Path | str | None = None) -> dict[str, ModelPrice]:
     """The built-in table overlaid with the user's files (see the module docstring)."""
     table = dict(BUILTIN_PRICES)
-    user = USER_PRICES.expanduser()
-    if user.is_file():
-        table.update(parse_price_file(user))
-    env = os.environ.get(PRICES_ENV)
-    if env:
-        table.update(parse_price_file(Path(env).expanduser()))
-    if path is not None:
-        table.update(parse_price_file(Path(path).expanduser()))
+    for file in _price_files(path):
+        table.update(parse_price_file(file))
     return table
 
 
@@ -115,7 +167,10 @@ def default_price_table() -> dict[str, ModelPrice]:
     return _default_table(os.environ.get(PRICES_ENV), mtime)
 
 
-def lookup_price(model: str, table: Mapping[str, ModelPrice]) -> ModelPrice | None:
+P = TypeVar("P", bound=BaseModel)
+
+
+def lookup_price(model: str, table: Mapping[str, P]) -> P | None:
     """Exact name; then without a provider prefix ('openai/gpt-4o'); then the
     longest entry the name extends with '-' (a dated snapshot, 'gpt-4o-2024-08-06')."""
     candidates = [model]

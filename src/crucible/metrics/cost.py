@@ -16,7 +16,7 @@ from crucible.llm.pricing import ModelPrice, cost_usd
 from crucible.records.trial import AgentResult
 from crucible.records.usage import Usage
 
-CostSource = Literal["recorded", "priced"]
+CostSource = Literal["recorded", "priced", "self-hosted"]
 
 
 class TokenUsage(BaseModel):

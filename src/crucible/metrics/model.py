@@ -188,12 +188,17 @@ class JobMetrics(BaseModel):
     n_planned: int | None = None
     # Trial records left out as bad ("<path>: <why>"): the metrics are over the rest.
     skipped: list[str] = Field(default_factory=list)
+    # A self-hosted model's costs: the server price and throughput they come from.
+    cost_basis: str | None = None
+    arm: str | None = None  # the sweep arm this job ran
     overall: GroupMetrics
     breakdown: Breakdown | None = None
     tasks: list[TaskMetrics] = Field(default_factory=list)
 
     @property
     def label(self) -> str:
+        if self.arm:
+            return f"{self.arm} ({self.name or self.job_id})"
         who = self.agent or "?"
         if self.model:
             who = f"{who} / {self.model}"

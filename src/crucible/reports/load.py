@@ -8,8 +8,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from crucible.llm.pricing import ModelPrice
+from crucible.llm.pricing import ModelPrice, ServerPrice, lookup_price
 from crucible.metrics.records import TrialRecord, record_from_result
+from crucible.metrics.selfhosted import SelfHostedBasis, price_self_hosted
 from crucible.records.job import JobConfig, JobSummary
 from crucible.records.trial import TrialResult
 from crucible.store.layout import read_job_config, read_job_summary
@@ -30,6 +31,8 @@ class LoadedJob:
     summary: JobSummary | None
     records: list[TrialRecord] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)  # bad trial records left out
+    cost_basis: SelfHostedBasis | None = None  # a self-hosted model's costs: how
+    label: str | None = None  # a sweep arm's label
 
     @property
     def model(self) -> str | None:
@@ -46,6 +49,8 @@ class LoadedJob:
             "path": str(self.dir),
             "n_planned": len(cfg.tasks) * cfg.attempts if cfg else None,
             "skipped": [str(s) for s in self.skipped],
+            "cost_basis": self.cost_basis.text() if self.cost_basis else None,
+            "arm": self.label,
         }
 
 
@@ -112,7 +117,13 @@ def _finished(r: TrialResult) -> str:
     return r.finished_at.isoformat() if r.finished_at else ""
 
 
-def load_job(jdir: Path, prices: Mapping[str, ModelPrice] | None = None) -> LoadedJob:
+def load_job(
+    jdir: Path,
+    prices: Mapping[str, ModelPrice] | None = None,
+    servers: Mapping[str, ServerPrice] | None = None,
+) -> LoadedJob:
+    """The job's records, each rollout priced: by its recorded cost, else its tokens at
+    `prices`, else (a model in `servers`) its share of a self-hosted server's time."""
     try:
         cfg: JobConfig | None = read_job_config(jdir)
     except (OSError, ValueError):
@@ -123,10 +134,19 @@ def load_job(jdir: Path, prices: Mapping[str, ModelPrice] | None = None) -> Load
         summary = None
     model = cfg.model if cfg else None
     skipped: list[Skipped] = []
+    trials = read_trials(jdir, skipped)
     records = [
-        record_from_result(r, folder=folder, model=model, prices=prices)
-        for folder, r in read_trials(jdir, skipped)
+        record_from_result(r, folder=folder, model=model, prices=prices) for folder, r in trials
     ]
+    basis = None
+    server = lookup_price(model, servers) if model and servers else None
+    if server is not None and model is not None:
+        spans = [
+            (t.started_at, t.finished_at)
+            for _, r in trials
+            if (t := r.agent_execution) and t.started_at and t.finished_at
+        ]
+        records, basis = price_self_hosted(records, model, server, spans)
     return LoadedJob(
         job_id=cfg.job_id if cfg else jdir.name,
         dir=jdir,
@@ -134,4 +154,5 @@ def load_job(jdir: Path, prices: Mapping[str, ModelPrice] | None = None) -> Load
         summary=summary,
         records=records,
         skipped=skipped,
+        cost_basis=basis,
     )

@@ -48,7 +48,7 @@ def results_rows(report: Report) -> tuple[Row, list[Row]]:
         g = j.overall
         rs = g.reward()
         row = [
-            j.name or j.job_id,
+            j.arm or j.name or j.job_id,
             " / ".join(x for x in (j.agent, j.model) if x) or "-",
             str(g.n_tasks),
             str(g.n_runs),
@@ -60,7 +60,10 @@ def results_rows(report: Report) -> tuple[Row, list[Row]]:
         if k > 1:
             pk = next((p for p in g.pass_k if p.k == k), None)
             row += [fmt(pk.pass_at_k if pk else None), fmt(pk.pass_hat_k if pk else None)]
-        row += [fmt_errors(g), fmt_tokens_per_rollout(g), fmt_usd(g.cost.per_rollout_usd)]
+        cost = fmt_usd(g.cost.per_rollout_usd)
+        if g.cost.sources.get("self-hosted") and cost != "-":
+            cost += " (self-hosted)"  # server time, not tokens: see the notes
+        row += [fmt_errors(g), fmt_tokens_per_rollout(g), cost]
         row += [_component_mean(g, c) for c in components]
         if judged:
             row.append(fmt_judge_cost(g))
@@ -217,7 +220,7 @@ def reason_rows(report: Report) -> tuple[Row, list[Row]] | None:
 def comparison_rows(report: Report) -> tuple[Row, list[Row]] | None:
     if not report.comparisons:
         return None
-    names = {j.job_id: j.name or j.job_id for j in report.jobs}
+    names = {j.job_id: j.arm or j.name or j.job_id for j in report.jobs}
     header = ["difference", "key", "common tasks", "mean a", "mean b", "a - b ± SE", "95% CI"]
     rows = []
     for c in report.comparisons:
@@ -273,6 +276,8 @@ def notes(report: Report) -> list[str]:
         out.append("TAMPERING (changed code that grading runs): " + ", ".join(tampered))
     out += [f"{j.name or j.job_id}: " + not_fully_graded_text(j.overall.n_not_fully_graded,
             j.overall.not_fully_graded) for j in report.jobs if j.overall.n_not_fully_graded]  # fmt: skip
+    out += [f"cost/rollout of {j.arm or j.name or j.job_id}: {j.cost_basis}"
+            for j in report.jobs if j.cost_basis]  # fmt: skip
     methods = {rs.se_method for j in report.jobs if (rs := j.overall.reward()) and rs.se_method}
     if methods:
         out.append("SE across " + " / ".join(sorted(methods)) + " (run i = attempt i of each task)")
