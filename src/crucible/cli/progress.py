@@ -159,6 +159,7 @@ async def with_progress_many(runners: list[tuple[str, JobRunner]]) -> list[JobSu
         transient=False,
         refresh_per_second=2,
     )
+
     def follow(bar: Any, live: LiveProgress) -> Callable[[], None]:
         return lambda: progress.update(bar, completed=live.done)
 

@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 
 from crucible.cli.common import (
+    ENV_PARAM_HELP,
     CreateRateOpt,
     JobsDirOpt,
     MaxBuildsOpt,
@@ -26,6 +27,9 @@ from crucible.cli.common import (
     read_toml,
 )
 from crucible.cli.datasets import DatasetOpt, DatasetsDirOpt, RegistryOpt, dataset_paths
+from crucible.cli.run_output import print_invalid as _print_invalid
+from crucible.cli.run_output import print_unsupported as _print_unsupported
+from crucible.cli.run_output import print_warnings as _print_warnings
 from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
 from crucible.errors import ExitCode
 from crucible.records.defaults import (
@@ -41,7 +45,6 @@ if TYPE_CHECKING:
     from crucible.engine.job import JobRunner
     from crucible.engine.request import RunRequest
     from crucible.records.job import JobSummary
-    from crucible.tasks.problems import Problem
 
 
 def register(app: typer.Typer) -> None:
@@ -76,9 +79,7 @@ def register(app: typer.Typer) -> None:
             "-e",
             help=f"Sandbox provider: local, docker, modal, simulated. [default: {DEFAULT_ENV}]",
         ),
-        env_param: list[str] = typer.Option(
-            [], "--env-param", help="Provider parameter key=value (repeatable)."
-        ),
+        env_param: list[str] = typer.Option([], "--env-param", help=ENV_PARAM_HELP),
         jobs_dir: Path = JobsDirOpt,
         job_name: str = typer.Option(
             None, "--job-name", help="Job id; an existing job of that name is resumed."
@@ -237,24 +238,6 @@ def register(app: typer.Typer) -> None:
 
             raise typer.Exit(asyncio.run(run_sweep(request, *arms, quiet=quiet, as_json=as_json)))
         raise typer.Exit(asyncio.run(_run_job(request, quiet=quiet, as_json=as_json)))
-
-
-def _print_invalid(path: Path, problems: list[Problem]) -> None:
-    err_console.print(f"[red]invalid task[/] {path}", highlight=False)
-    for p in problems:
-        err_console.print(f"  {p}", highlight=False)
-
-
-def _print_unsupported(path: Path, problems: list[Problem]) -> None:
-    """A valid task the provider cannot run yet: "unsupported", never "invalid"."""
-    err_console.print(f"[yellow]unsupported task[/] {escape(str(path))}", highlight=False)
-    for p in problems:
-        err_console.print(f"  {escape(str(p))}", highlight=False)
-
-
-def _print_warnings(path: Path, problems: list[Problem]) -> None:
-    for p in problems:
-        err_console.print(f"[yellow]warning[/] {escape(str(p))}", highlight=False)
 
 
 async def _run_job(request: RunRequest, *, quiet: bool, as_json: bool) -> int:

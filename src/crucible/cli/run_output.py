@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from crucible.cli.common import console
+from crucible.cli.common import console, err_console
 from crucible.cli.expected import expected_note
 from crucible.engine.summary import counted
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from crucible.engine.job import JobRunner
     from crucible.records.job import JobSummary
     from crucible.records.trial import TrialResult
+    from crucible.tasks.problems import Problem
 
 MAX_REASONS = 8  # trials whose reason is printed; the rest are counted
 TAIL_LINES = 3
@@ -180,3 +181,21 @@ def _print_reasons(results: list[TrialResult], job_dir: Path) -> None:
             console.print(f"  {escape(ln)}", highlight=False, overflow="fold")
     if len(picked) > MAX_REASONS:
         console.print(f"  ... and {len(picked) - MAX_REASONS} more", highlight=False)
+
+
+def print_invalid(path: Path, problems: list[Problem]) -> None:
+    err_console.print(f"[red]invalid task[/] {path}", highlight=False)
+    for p in problems:
+        err_console.print(f"  {p}", highlight=False)
+
+
+def print_unsupported(path: Path, problems: list[Problem]) -> None:
+    """A valid task the provider cannot run yet: "unsupported", never "invalid"."""
+    err_console.print(f"[yellow]unsupported task[/] {escape(str(path))}", highlight=False)
+    for p in problems:
+        err_console.print(f"  {escape(str(p))}", highlight=False)
+
+
+def print_warnings(path: Path, problems: list[Problem]) -> None:
+    for p in problems:
+        err_console.print(f"[yellow]warning[/] {escape(str(p))}", highlight=False)

@@ -76,7 +76,9 @@ async def run_sweep(
 ) -> int:
     """Plan every arm (each checked before any starts), record the sweep, run the arms
     together, print one row per arm. `resumed`: the sweep was recorded by an earlier run."""
-    from crucible.cli.run import _print_invalid, _print_unsupported, _print_warnings
+    from crucible.cli.run_output import print_invalid as _print_invalid
+    from crucible.cli.run_output import print_unsupported as _print_unsupported
+    from crucible.cli.run_output import print_warnings as _print_warnings
     from crucible.engine.launch import LaunchRefused, prepare_launch
     from crucible.engine.sweep import arm_request, record_sweep, sibling_runners
     from crucible.errors import CrucibleError

@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from crucible.cli.common import (
+    ENV_PARAM_HELP,
     CreateRateOpt,
     JobsDirOpt,
     MaxBuildsOpt,
@@ -20,7 +21,7 @@ from crucible.cli.common import (
     write_text,
 )
 from crucible.cli.common import parse_params as _parse_params
-from crucible.cli.run import _print_invalid
+from crucible.cli.run_output import print_invalid as _print_invalid
 from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
 from crucible.errors import ExitCode
 from crucible.records.defaults import DEFAULT_CONCURRENCY, DEFAULT_ENV, DEFAULT_MAX_RETRIES
@@ -34,9 +35,7 @@ def register(app: typer.Typer) -> None:
         env: str = typer.Option(
             None, "--env", "-e", help=f"Sandbox provider. [default: {DEFAULT_ENV}]"
         ),
-        env_param: list[str] = typer.Option(
-            [], "--env-param", help="Provider parameter key=value (repeatable)."
-        ),
+        env_param: list[str] = typer.Option([], "--env-param", help=ENV_PARAM_HELP),
         host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
         port: int = typer.Option(8765, "--port", "-p", help="Port to bind (0: any free one)."),
         jobs_dir: Path = JobsDirOpt,
