@@ -21,17 +21,32 @@ ENV_PARAM_HELP: dict[str, dict[str, str]] = {
         "image_tool": "`auto` (Buildah, else a Docker engine), `buildah` or `docker`: what "
         "builds and fetches task images.",
         "base_image": "The image of a task without one, under `userland=image`.",
+        "cpu": "Cores for every sandbox, overriding the task's `cpus`.",
+        "memory": "MiB for every sandbox, overriding the task's `memory_mb`.",
+        "timeout": "A sandbox's longest life, seconds: past it the sandbox is ended and its "
+        "trial is an infrastructure error (retried), as on Modal.",
+        "env_variables": "Extra environment variables for every sandbox: `K=V;K2=V2` or a "
+        "JSON object (the task's own win).",
     },
     "docker": {
         "host": "The engine's address (default: `$DOCKER_HOST`, else the local socket).",
         "image": "The image of a task that names none.",
         "compose_timeout": "Seconds a compose task's services have to meet their "
         "`depends_on` conditions (default 300).",
+        "cpu": "Cores for every sandbox, overriding the task's `cpus`.",
+        "memory": "MiB for every sandbox, overriding the task's `memory_mb`.",
+        "timeout": "A sandbox's longest life, seconds: past it the sandbox is ended and its "
+        "trial is an infrastructure error (retried), as on Modal.",
+        "env_variables": "Extra environment variables for every sandbox: `K=V;K2=V2` or a "
+        "JSON object (the task's own win).",
     },
     "modal": {
         "app_name": "Modal app the sandboxes belong to (created if missing).",
         "environment": "Modal environment (default: the profile's, else Modal's default).",
+        "environment_name": "Same as `environment` (the name AgentCompass and Modal's SDK use).",
         "image": "A registry image for every trial, overriding the tasks'.",
+        "named_image": "An image published on Modal, by name (`Image.from_name`), for every "
+        "trial; looked up, never built.",
         "timeout": "A sandbox's maximum lifetime, seconds (Modal's cap).",
         "idle_timeout": "End a sandbox idle this long, seconds.",
         "cpu": "Physical cores for every trial (request and limit), overriding the task's.",
@@ -39,6 +54,7 @@ ENV_PARAM_HELP: dict[str, dict[str, str]] = {
         "gpu": "GPU for every trial, e.g. `A100-80GB:2`, overriding the task's.",
         "region": "A region, or several comma-separated.",
         "env": "Extra environment variables: `K=V;K2=V2` or a JSON object.",
+        "env_variables": "Same as `env`.",
         "create_rate": "Sandbox creations per second; never exceeded in any 1 s window.",
         "max_starting": "Sandbox creations in flight at once.",
         "create_attempts": "Tries per sandbox on rate-limit, conflict and transport errors "
@@ -80,6 +96,10 @@ def provider_params(name: str) -> list[tuple[str, str, str]]:
                 f.default, None if f.default_factory is dataclasses.MISSING else f.default_factory
             )
             out.append((f.name, type_name(eval_hint(ModalParams, f.name)), default))
+        from crucible.sandboxes.modal.params import ALIASES
+
+        by_name = {k: (t, d) for k, t, d in out}
+        out += [(alias, *by_name[name]) for alias, name in ALIASES.items()]
         return out
     out = []
     hints = typing.get_type_hints(cls.__init__)
@@ -104,7 +124,9 @@ def env_params_page() -> str:
         "`crucible run --env NAME --env-param key=value` (repeatable; or an `[env_params]` "
         "table in a [config file](config.md)) passes these to the provider. Values are "
         "strings, checked by the provider when the job starts; a key the provider does not "
-        "read is an error (exit 2) that names the closest one.\n\n",
+        "read is an error (exit 2) that names the closest one and lists the known ones. "
+        "`cpu`, `memory`, `timeout` and `env_variables` mean the same on every provider "
+        "(sandboxes/overrides.py).\n\n",
     ]
     for name in BUILTIN:
         params = provider_params(name)

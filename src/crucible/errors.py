@@ -104,5 +104,6 @@ class UnknownKey(ValueError):
         self.known = sorted(set(known))
         close = get_close_matches(key, self.known, n=1)
         self.suggestion = close[0] if close else None
-        hint = f"did you mean {self.suggestion!r}?" if close else "known: " + ", ".join(self.known)
+        known_text = "known: " + ", ".join(self.known)
+        hint = f"did you mean {self.suggestion!r}? ({known_text})" if close else known_text
         super().__init__(f"unknown {what} {key!r}: {hint}")

@@ -248,6 +248,13 @@ class StandinImage:
         return StandinImage(f"registry:{tag}")
 
     @staticmethod
+    def from_name(name: str, *, environment_name: str | None = None) -> StandinImage:
+        StandinImage._world.record("Image.from_name", name=name, environment_name=environment_name)
+        image = StandinImage(f"named:{name}")
+        image.built = True  # published: hydrated by the lookup
+        return image
+
+    @staticmethod
     def from_dockerfile(path: str | Path, *, context_dir: Path | str | None = None) -> StandinImage:
         StandinImage._world.record("Image.from_dockerfile", path=str(path), context_dir=context_dir)
         if not Path(path).is_file():

@@ -414,6 +414,8 @@ async def test_every_declared_sdk_use_is_exercised(
     await sb.download_dir("/up", tmp_path / "down")
     assert sb.sandbox_id.startswith("sb-")
     assert await sb.ended_by_contents() is None  # running: poll says None
+    named = await make(standin, named_image="team/eval-image")  # Image.from_name
+    await (await named.create(spec())).close()
     await provider.cleanup("job-1")
     await sb.close()
     await provider.aclose()

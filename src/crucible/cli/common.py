@@ -205,3 +205,19 @@ def read_toml(path: Path | None, what: str, as_json: bool) -> dict[str, Any]:
         fail(ExitCode.USAGE, "usage", f"{what} {path}: {exc}", as_json=as_json)
     except tomllib.TOMLDecodeError as exc:
         fail(ExitCode.USAGE, "usage", f"{what} {path}: {exc}", as_json=as_json)
+
+
+# The --env-param names each built-in provider reads (docs/reference/env-params.md; a
+# test checks this against the providers). An unknown one is an error listing these.
+ENV_PARAM_NAMES = {
+    "local": "cpu, memory, timeout, env_variables, userland, image_tool, base_image, cgroups, "
+    "runtime_dir",
+    "docker": "image, cpu, memory, timeout, env_variables, host, compose_timeout",
+    "modal": "app_name, environment_name, image, named_image, timeout, idle_timeout, cpu, "
+    "memory, gpu, region, env_variables, create_rate, max_starting, create_attempts, config",
+}
+ENV_PARAM_HELP = (
+    "Provider parameter key=value (repeatable). "
+    + "; ".join(f"{name}: {names}" for name, names in ENV_PARAM_NAMES.items())
+    + " (docs/reference/env-params.md)."
+)

@@ -33,6 +33,7 @@ from crucible.sandboxes.docker.client import EngineClient, remove_container
 from crucible.sandboxes.docker.compose import ComposeStack, MainOptions, start_timeout
 from crucible.sandboxes.docker.exec import KEEPER_CMD, KIT_MOUNT
 from crucible.sandboxes.docker.sandbox import DockerSandbox, sdk, short
+from crucible.sandboxes.overrides import SpecOverrides
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,17 @@ class DockerProvider(Provider):
         host: str | None = None,
         image: str = DEFAULT_IMAGE,
         compose_timeout: str | None = None,
+        cpu: str | None = None,
+        memory: str | None = None,
+        timeout: str | None = None,
+        env_variables: str | None = None,
         **params: str,
     ) -> None:
+        # The operator's cpu/memory/timeout/env_variables over every task's (overrides.py).
+        self.overrides = SpecOverrides.parse(
+            "docker",
+            {"cpu": cpu, "memory": memory, "timeout": timeout, "env_variables": env_variables},
+        )
         self._host = host
         self._default_image = image
         # A compose task's services, until their depends_on conditions are met (compose.py).
@@ -172,6 +182,7 @@ class DockerProvider(Provider):
                 log.warning("image for task %s: %s", spec.task_name, short(res))
 
     async def create(self, spec: SandboxSpec) -> DockerSandbox:
+        spec = self.overrides.apply(spec)
         docker = sdk()
         await self.api()
         if spec.network == "allowlist":
@@ -321,6 +332,7 @@ class DockerProvider(Provider):
                 raise SandboxFailed(
                     f"could not block the host's addresses in the container: {short(e)}"
                 ) from e
+        self.overrides.watch(sandbox)
         return sandbox
 
     async def _grading_kit(self) -> Path | None:

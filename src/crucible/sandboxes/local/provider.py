@@ -48,6 +48,7 @@ from crucible.sandboxes.local.pool import (
 )
 from crucible.sandboxes.local.sandbox import LocalSandbox
 from crucible.sandboxes.local.userland import Userlands
+from crucible.sandboxes.overrides import SpecOverrides
 
 __all__ = ["LocalProvider", "LocalSandbox", "default_runtime_dir", "gpu_count", "gpu_devices"]
 
@@ -70,8 +71,17 @@ class LocalProvider(Provider):
         userland: str = "auto",
         image_tool: str = "auto",
         base_image: str = "debian:bookworm-slim",
+        cpu: str | None = None,
+        memory: str | None = None,
+        timeout: str | None = None,
+        env_variables: str | None = None,
         **_: Any,
     ) -> None:
+        # The operator's cpu/memory/timeout/env_variables over every task's (overrides.py).
+        self.overrides = SpecOverrides.parse(
+            "local",
+            {"cpu": cpu, "memory": memory, "timeout": timeout, "env_variables": env_variables},
+        )
         self.runtime_dir = Path(runtime_dir) if runtime_dir else default_runtime_dir()
         self.fast_dir = default_fast_dir(self.runtime_dir)
         self.default_concurrency = max(2, (os.cpu_count() or 2) * 2)
@@ -197,6 +207,7 @@ class LocalProvider(Provider):
     # ---- sandboxes -----------------------------------------------------------
 
     async def create(self, spec: SandboxSpec) -> Sandbox:
+        spec = self.overrides.apply(spec)
         refuse_compose(spec, self.name)
         if spec.gpus > 0 and self.capabilities().gpus < spec.gpus:
             raise ResourcesUnavailable(
@@ -225,6 +236,7 @@ class LocalProvider(Provider):
         except BaseException:
             await sandbox.close()
             raise
+        self.overrides.watch(sandbox)
         return sandbox
 
     async def cleanup(self, job_id: str | None = None) -> int:

@@ -40,7 +40,9 @@ def local_adds(dockerfile: Path) -> list[str]:
     return found
 
 
-def image_key(spec: SandboxSpec, override: str | None) -> str | None:
+def image_key(spec: SandboxSpec, override: str | None, named: str | None = None) -> str | None:
+    if named:
+        return f"named:{named}"
     if override:
         return f"registry:{override}"
     if spec.image:
@@ -61,8 +63,12 @@ class ImageCache:
         sdk: Callable[[], Sdk],
         app: Callable[[], Awaitable[Any]],
         map_error: Callable[[str, BaseException], CrucibleError],
+        named: str | None = None,
+        environment: str | None = None,
     ) -> None:
         self._override = override  # a registry image for every trial
+        self._named = named  # an image published on Modal by name, for every trial
+        self._environment = environment
         self._sdk = sdk
         self._app = app
         self._map_error = map_error
@@ -72,7 +78,7 @@ class ImageCache:
 
     async def get(self, spec: SandboxSpec) -> Any:
         """The built image for a spec (built at most once per key), or None for Modal's default."""
-        key = image_key(spec, self._override)
+        key = image_key(spec, self._override, self._named)
         if key is None:
             return None
         lock = self._image_locks.setdefault(key, asyncio.Lock())
@@ -84,6 +90,15 @@ class ImageCache:
             sdk = self._sdk()
             app = await self._app()
             try:
+                if key.startswith("named:"):
+                    # Published already: looked up by name, never built again here.
+                    self._images[key] = sdk.sync(
+                        None,
+                        "Image.from_name",
+                        key.removeprefix("named:"),
+                        environment_name=self._environment,
+                    )
+                    return self._images[key]
                 if key.startswith("registry:"):
                     image = sdk.sync(None, "Image.from_registry", key.removeprefix("registry:"))
                 else:
@@ -130,7 +145,7 @@ class ImageCache:
         await self._app()
         firsts: dict[str, SandboxSpec] = {}
         for spec in specs:
-            key = image_key(spec, self._override)
+            key = image_key(spec, self._override, self._named)
             if key is not None:
                 firsts.setdefault(key, spec)
         sem = asyncio.Semaphore(4)

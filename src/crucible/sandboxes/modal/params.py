@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import logging
 import math
 import re
@@ -35,6 +34,7 @@ from typing import Any
 
 from crucible.errors import ResourcesUnavailable, UnknownKey
 from crucible.sandboxes.base import SandboxSpec
+from crucible.sandboxes.overrides import parse_env
 
 log = logging.getLogger(__name__)
 
@@ -66,28 +66,11 @@ TAG_MANAGED = "crucible.managed"
 
 
 def _parse_env(raw: str) -> dict[str, str]:
-    raw = raw.strip()
-    if not raw:
-        return {}
-    if raw.startswith("{"):
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"modal env-param env: invalid JSON: {exc}") from None
-        if not isinstance(data, dict) or not all(
-            isinstance(v, str | int | float) for v in data.values()
-        ):
-            raise ValueError("modal env-param env: JSON must be an object of strings")
-        return {str(k): str(v) for k, v in data.items()}
-    out: dict[str, str] = {}
-    for item in raw.split(";"):
-        if not item.strip():
-            continue
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"modal env-param env: expected k=v;k2=v2, got {item!r}")
-        out[key.strip()] = value
-    return out
+    return parse_env(raw, "modal env-param env")
+
+
+# The names users of other harnesses know (AgentCompass's modal recipe), read as ours.
+ALIASES = {"environment_name": "environment", "env_variables": "env"}
 
 
 @dataclass
@@ -95,6 +78,7 @@ class ModalParams:
     app_name: str = "crucible"
     environment: str | None = None
     image: str | None = None  # a registry image for every trial
+    named_image: str | None = None  # an image published on Modal by name, for every trial
     timeout: int = SANDBOX_MAX_TIMEOUT  # a sandbox's maximum lifetime, seconds
     idle_timeout: int | None = None
     cpu: float | None = None  # physical cores (= 2 vCPUs each); overrides spec.cpus
@@ -109,14 +93,20 @@ class ModalParams:
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(cls.__dataclass_fields__)
+        return (*cls.__dataclass_fields__, *ALIASES)
 
     @classmethod
     def parse(cls, params: dict[str, str]) -> ModalParams:
         p = cls()
         for key in params:
-            if key not in cls.__dataclass_fields__:
+            if key not in cls.__dataclass_fields__ and key not in ALIASES:
                 raise UnknownKey("modal env-param", key, cls.names())
+        for alias, name in ALIASES.items():
+            if alias in params and name in params:
+                raise ValueError(f"modal env-param: give {alias} or {name}, not both")
+        params = {ALIASES.get(k, k): v for k, v in params.items()}
+        if params.get("image") and params.get("named_image"):
+            raise ValueError("modal env-param: give image or named_image, not both")
 
         def num(key: str, conv: Callable[[str], Any], lo: float, hi: float = math.inf) -> Any:
             raw = str(params[key]).strip()
@@ -134,7 +124,7 @@ class ModalParams:
                 if not raw.strip():
                     raise ValueError("modal env-param app_name must not be empty")
                 p.app_name = raw.strip()
-            elif key in ("environment", "image", "config"):
+            elif key in ("environment", "image", "named_image", "config"):
                 setattr(p, key, raw.strip() or None)
             elif key == "gpu":
                 p.gpu = raw.strip().upper() or None

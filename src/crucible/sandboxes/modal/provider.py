@@ -114,6 +114,8 @@ class ModalProvider(Provider):
             sdk=self._sdk_checked,
             app=self._ensure_app,
             map_error=self._map_error,
+            named=self.params.named_image,
+            environment=self.params.environment,
         )
         self.gate = StartGate(self.params.create_rate, self.params.max_starting)
         self.backoff = Backoff(attempts=self.params.create_attempts)

@@ -73,6 +73,7 @@ SDK_USES: tuple[SdkUse, ...] = (
     SdkUse("App", "lookup", "aio", ("create_if_missing", "environment_name", "client"), 1),
     SdkUse("App", "app_id", "property"),
     SdkUse("Image", "from_registry", "sync", positional=1),
+    SdkUse("Image", "from_name", "sync", ("environment_name",), 1),
     SdkUse("Image", "from_dockerfile", "sync", ("context_dir",), 1),
     SdkUse("Image", "build", "aio", positional=1),
     SdkUse("Sandbox", "create", "aio", _SANDBOX_CREATE_KWARGS),
