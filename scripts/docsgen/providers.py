@@ -23,8 +23,9 @@ ENV_PARAM_HELP: dict[str, dict[str, str]] = {
         "base_image": "The image of a task without one, under `userland=image`.",
         "cpu": "Cores for every sandbox, overriding the task's `cpus`.",
         "memory": "MiB for every sandbox, overriding the task's `memory_mb`.",
-        "timeout": "A sandbox's longest life, seconds: past it the sandbox is ended and its "
-        "trial is an infrastructure error (retried), as on Modal.",
+        "timeout": "A sandbox's longest life from the moment it is ready, seconds: past it "
+        "the sandbox is ended, and once its agent has started that counts against the "
+        "attempt (0), never as a lost sandbox.",
         "env_variables": "Extra environment variables for every sandbox: `K=V;K2=V2` or a "
         "JSON object (the task's own win).",
     },
@@ -35,8 +36,9 @@ ENV_PARAM_HELP: dict[str, dict[str, str]] = {
         "`depends_on` conditions (default 300).",
         "cpu": "Cores for every sandbox, overriding the task's `cpus`.",
         "memory": "MiB for every sandbox, overriding the task's `memory_mb`.",
-        "timeout": "A sandbox's longest life, seconds: past it the sandbox is ended and its "
-        "trial is an infrastructure error (retried), as on Modal.",
+        "timeout": "A sandbox's longest life from the moment it is ready, seconds: past it "
+        "the sandbox is ended, and once its agent has started that counts against the "
+        "attempt (0), never as a lost sandbox.",
         "env_variables": "Extra environment variables for every sandbox: `K=V;K2=V2` or a "
         "JSON object (the task's own win).",
     },

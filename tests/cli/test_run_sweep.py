@@ -55,7 +55,7 @@ def test_two_agents_by_two_models_make_one_report(tmp_path: Path, fake_openai: F
     )
     prices = tmp_path / "prices.toml"
     prices.write_text(
-        '[models.good]\ninput = 1.0\noutput = 2.0\n'
+        "[models.good]\ninput = 1.0\noutput = 2.0\n"
         '[self_hosted.bad]\nusd_per_hour = 7.2\noutput_tokens_per_sec = 100\nnote = "2x H100"\n'
     )
     jobs = tmp_path / "jobs"
@@ -77,7 +77,9 @@ def test_two_agents_by_two_models_make_one_report(tmp_path: Path, fake_openai: F
     assert list(rows) == ["tools/good", "tools/bad", "text/good", "text/bad"]
     # every arm against the baseline, paired by task
     pairs = {(c["a"], c["b"]): c for c in data["comparisons"]}
-    assert set(pairs) == {(f"sw.{x}", "sw.tools-good") for x in ("tools-bad", "text-good", "text-bad")}
+    assert set(pairs) == {
+        (f"sw.{x}", "sw.tools-good") for x in ("tools-bad", "text-good", "text-bad")
+    }
     assert pairs[("sw.tools-bad", "sw.tools-good")]["difference"]["mean"] == -1.0
     assert pairs[("sw.text-good", "sw.tools-good")]["n_common"] == 2
     # per split (task metadata), and the self-hosted cost marked with its basis

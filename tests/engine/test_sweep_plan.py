@@ -24,15 +24,20 @@ def test_sweep_file_tables_carry_their_options() -> None:
         [],
         {
             "baseline": "text/b",
-            "agents": ["terminal", {"label": "text", "agent": "terminal",
-                                    "agent_kwargs": {"tool_mode": "text"}}],  # fmt: skip
+            "agents": [
+                "terminal",
+                {"label": "text", "agent": "terminal", "agent_kwargs": {"tool_mode": "text"}},
+            ],
             "models": ["a", {"name": "b", "model_base_url": "http://127.0.0.1:9/v1"}],
             "arm": [{"agent": "oracle"}],
         },
     )
     by = {a.label: a for a in arms}
     assert list(by) == ["terminal/a", "terminal/b", "text/a", "text/b", "oracle"]
-    assert by["text/b"].agent_kwargs == {"tool_mode": "text", "model_base_url": "http://127.0.0.1:9/v1"}
+    assert by["text/b"].agent_kwargs == {
+        "tool_mode": "text",
+        "model_base_url": "http://127.0.0.1:9/v1",
+    }
     assert by["oracle"].model is None and baseline == "text/b"
 
 
@@ -41,8 +46,11 @@ def test_sweep_file_tables_carry_their_options() -> None:
     [
         ({"agentz": ["x"]}, UnknownKey, "sweep file key 'agentz'"),
         ({"agents": [{"label": "x"}]}, SweepError, "table with `agent`"),
-        ({"agents": ["terminal"], "models": [{"name": "m", "temprature": 1}]}, UnknownKey,
-         "temprature"),  # fmt: skip
+        (
+            {"agents": ["terminal"], "models": [{"name": "m", "temprature": 1}]},
+            UnknownKey,
+            "temprature",
+        ),
         ({"agents": ["a", {"agent": "b", "label": "a"}]}, SweepError, "share the label"),
         ({"agents": ["a"], "baseline": "zzz"}, SweepError, "baseline 'zzz' is not an arm"),
         ({"arm": [{"model": "m"}]}, SweepError, "needs an `agent`"),
@@ -62,7 +70,12 @@ def test_arm_request_keeps_the_sweeps_options_under_the_arms() -> None:
 
 
 def test_sweep_record_round_trip_and_hostile_ids(tmp_path) -> None:
-    rec = SweepRecord(sweep_id="s", concurrency=2, baseline="a", arms=[SweepArm(label="a", agent="nop", job_id="s.a")])
+    rec = SweepRecord(
+        sweep_id="s",
+        concurrency=2,
+        baseline="a",
+        arms=[SweepArm(label="a", agent="nop", job_id="s.a")],
+    )
     record_sweep(tmp_path, rec)
     assert read_sweep(tmp_path, "s") == rec
     # a sweep id is a plain name: no path out of the sweeps folder, no link followed

@@ -25,8 +25,19 @@ from crucible.sandboxes.registry import env_param_names, get_provider, provider_
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "reference" / "env-params.md"
 ASKED = {  # what the issue lists for modal, and "the matching subset" elsewhere
-    "modal": {"app_name", "environment_name", "image", "named_image", "timeout", "idle_timeout",
-              "cpu", "memory", "gpu", "region", "env_variables"},  # fmt: skip
+    "modal": {
+        "app_name",
+        "environment_name",
+        "image",
+        "named_image",
+        "timeout",
+        "idle_timeout",
+        "cpu",
+        "memory",
+        "gpu",
+        "region",
+        "env_variables",
+    },
     "docker": {"image", "timeout", "cpu", "memory", "env_variables"},
     "local": {"timeout", "cpu", "memory", "env_variables"},
 }
@@ -46,7 +57,9 @@ def test_an_unknown_name_lists_the_known_ones() -> None:
     with pytest.raises(UnknownKey) as exc:
         get_provider("docker", {"memroy": "512"})
     assert "did you mean 'memory'?" in str(exc.value)
-    assert "known: compose_timeout, cpu, env_variables, host, image, memory, timeout" in str(exc.value)
+    assert "known: compose_timeout, cpu, env_variables, host, image, memory, timeout" in str(
+        exc.value
+    )
 
 
 def test_modal_reads_the_names_other_harnesses_use() -> None:
@@ -101,19 +114,25 @@ def _task(root: Path, solve: str, test: str) -> Path:
 
 
 def test_local_sandboxes_get_the_operators_env_and_end_at_their_timeout(tmp_path: Path) -> None:
-    task = _task(tmp_path, "true\n", """\
+    task = _task(
+        tmp_path,
+        "true\n",
+        """\
         mkdir -p /logs/verifier
         [ "$CRUCIBLE_T" = from-operator ] && echo 1 > /logs/verifier/reward.txt \\
             || echo 0 > /logs/verifier/reward.txt
-        """)
+        """,
+    )
     run = _crucible("run", str(task), "--agent", "oracle", "--jobs-dir", str(tmp_path / "j"),
                     "--env-param", 'env_variables={"CRUCIBLE_T": "from-operator"}', "--json")  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["mean_reward"] == 1.0
-    # A sandbox past its timeout is ended: the trial is the infrastructure's (left out,
-    # retried by policy), never the attempt's 0.
+    # Attack: an agent that would score 0 stalls until the sandbox's life runs out, hoping
+    # for a lost sandbox (left out of the mean, retried). It is ended, and it counts 0.
     slow = _task(tmp_path / "slow", "sleep 60\n", "echo 1 > /logs/verifier/reward.txt\n")
     run = _crucible("run", str(slow), "--agent", "oracle", "--jobs-dir", str(tmp_path / "k"),
-                    "--env-param", "timeout=2", "--max-retries", "0", "--json")  # fmt: skip
+                    "--env-param", "timeout=2", "--json")  # fmt: skip
     summary = json.loads(run.stdout)
-    assert summary["outcomes"] == {"sandbox_failed": 1}, summary
+    assert summary["outcomes"] == {"verifier_failed": 1} and summary["n_retries"] == 0, summary
+    (trial,) = (tmp_path / "k").glob("*/t__*/result.json")
+    assert "reached its timeout of 2s" in json.loads(trial.read_text())["error"]["message"]

@@ -90,6 +90,10 @@ class Sandbox(abc.ABC):
     """A live environment for one trial. Lives until `close()`."""
 
     spec: SandboxSpec
+    # Set when crucible ended the sandbox at the operator's `timeout` (overrides.py): its
+    # life ran out while the attempt used it, so that loss is the attempt's, never a gap
+    # an agent could reach by stalling (engine/grading/blame.py).
+    lifetime_ended: str | None = None
 
     @abc.abstractmethod
     async def exec(

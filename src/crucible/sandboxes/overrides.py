@@ -4,9 +4,11 @@
 They are the operator's, never a task's: `cpu` (cores) and `memory` (MiB) replace the
 task's resources for every sandbox of the run, `env_variables` (`{"K": "v"}` JSON or
 `K=v;K2=v2`) adds variables (the task's own win, as in Harbor), and `timeout` is a
-sandbox's longest life in seconds: past it the sandbox is ended, which its trial sees
-as a lost sandbox (an infrastructure error, retried), as on Modal. The modal provider
-reads the same names in its own params (sandboxes/modal/params.py).
+sandbox's longest life in seconds: past it the sandbox is ended. Its life runs from the
+moment it is ready, so what ran out is the attempt's time (its agent phase and its
+grading): once the agent has started, that end counts against the attempt (0), never as
+a lost sandbox an agent could reach by stalling (engine/grading/blame.py). The modal
+provider reads the same names in its own params (sandboxes/modal/params.py).
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class SpecOverrides:
             box = ref()
             if box is not None:
                 log.warning("sandbox reached its timeout (%ss): ending it", seconds)
+                box.lifetime_ended = f"it reached its timeout of {seconds}s (--env-param timeout)"
                 ending = asyncio.ensure_future(box.close())
                 _ENDING.add(ending)
                 ending.add_done_callback(_ENDING.discard)

@@ -55,7 +55,7 @@ async def ended_by_attempt(sandbox: Sandbox, exc: BaseException) -> VerifierFail
     the infrastructure)."""
     if not isinstance(exc, SandboxFailed) and isinstance(exc, CrucibleError):
         return None  # a verdict of its own kind (resources, model, task): kept
-    how = await sandbox.ended_by_contents()
+    how = sandbox.lifetime_ended or await sandbox.ended_by_contents()
     if how is None:
         return None
     return VerifierFailed(
