@@ -102,3 +102,21 @@ def test_an_agent_ending_its_modal_sandbox_counts_zero(
     rewards = (result.get("verifier_result") or {}).get("rewards")
     assert _counted_zero(result["outcome"], rewards), (result["outcome"], result.get("error"))
     assert any(c[0] == "Sandbox.poll" for c in standin[1].calls) or result["outcome"] == "graded"
+
+
+def test_an_agent_stalling_past_its_modal_sandboxs_timeout_counts_zero(
+    standin: tuple[Any, World], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Attack: with a short `--env-param timeout`, an agent that would score 0 stalls until
+    Modal ends the sandbox, hoping for an error left out of the mean. It counts 0."""
+    monkeypatch.setattr(modal_provider, "load_sdk", lambda: standin[0])
+    task = attack_task(tmp_path / "t", solve="sleep 30")
+    res = CliRunner().invoke(
+        app,
+        ["run", str(task.path), "--agent", "oracle", "--env", "modal", "--env-param",
+         "timeout=2", "--jobs-dir", str(tmp_path / "jobs"), "--job-name", "j", "--json"],
+    )  # fmt: skip
+    assert res.exit_code in (0, 1), (res.stdout, res.stderr)
+    (result,) = [json.loads(p.read_text()) for p in (tmp_path / "jobs" / "j").glob("*/result.json")]
+    assert result["outcome"] == "verifier_failed", (result["outcome"], result.get("error"))
+    assert "reached its timeout" in result["error"]["message"] and result["retries"] == 0

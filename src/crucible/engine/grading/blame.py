@@ -53,9 +53,11 @@ async def ended_by_attempt(sandbox: Sandbox, exc: BaseException) -> VerifierFail
     """The attempt's failure when `exc` came from a sandbox its own processes ended
     (from the agent phase on, the agent could have), else None (a loss to blame on
     the infrastructure)."""
-    if not isinstance(exc, SandboxFailed) and isinstance(exc, CrucibleError):
+    # The sandbox's life (its provider's timeout) ran out while the attempt used it.
+    how = sandbox.lifetime_ended
+    if how is None and not isinstance(exc, SandboxFailed) and isinstance(exc, CrucibleError):
         return None  # a verdict of its own kind (resources, model, task): kept
-    how = sandbox.lifetime_ended or await sandbox.ended_by_contents()
+    how = how or await sandbox.ended_by_contents()
     if how is None:
         return None
     return VerifierFailed(

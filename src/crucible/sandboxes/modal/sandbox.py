@@ -91,6 +91,9 @@ class ModalSandbox(ModalFiles):
 
     def _failed(self, what: str, exc: BaseException) -> CrucibleError:
         if time.monotonic() >= self._ends_at:
+            # Its life ran out while the attempt used it: from the agent phase on, that is
+            # the attempt's time (blame.py), not a gap a stalling agent could aim for.
+            self.lifetime_ended = f"it reached its timeout of {self._lifetime:.0f}s"
             return ResourcesUnavailable(
                 f"modal sandbox {what} failed: the sandbox reached its {self._lifetime:.0f}s "
                 f"timeout ({type(exc).__name__}: {exc})",
