@@ -45,7 +45,9 @@ async def test_a_client_that_disconnects_does_not_lose_its_grade(tmp_path: Path,
         got = (await s.http.get("/v1/grade/d1", params={"wait_s": 120})).json()
         assert (got["status"], got["reward"], got["cached"]) == ("ok", 1.0, True)
         hang = (await s.http.get("/v1/grade/hang")).json()
-        assert hang["status"] == "unscorable" and "time limit" in hang["error"]
+        # cut by the time limit inside the attempt's own budgets: a 0, never unscorable
+        # (a policy that stalls its grading must not be left out of its batch)
+        assert (hang["status"], hang["reward"]) == ("ok", 0.0) and "time limit" in hang["error"]
         assert len(s.creates) == 2
 
 
@@ -109,7 +111,8 @@ def test_kill_9_then_restart_answers_finished_ids_and_reruns_the_rest(tmp_path: 
     done_result = (jobs / job / trial_name_for_grade("done") / "result.json").read_text()
     assert not (jobs / job / trial_name_for_grade("queued")).exists()  # never started
 
-    # Restarted: the hang is ended by the trial time limit (unscorable, not retried).
+    # Restarted: the hang is ended by the trial time limit, inside the attempt's own
+    # budgets: a 0 (the attempt's), not retried and never unscorable.
     second = _serve([hello, sleepy], jobs, job, "--trial-timeout", "5", "--max-retries", "0")
     try:
         info = _started(second)
@@ -120,7 +123,7 @@ def test_kill_9_then_restart_answers_finished_ids_and_reruns_the_rest(tmp_path: 
             queued = http.get("/v1/grade/queued", params={"wait_s": 120}).json()
             assert (queued["status"], queued["reward"]) == ("ok", 1.0)
             hung = http.get("/v1/grade/hung", params={"wait_s": 120}).json()
-            assert (hung["status"], hung["reward"]) == ("unscorable", None)
+            assert (hung["status"], hung["reward"]) == ("ok", 0.0)
             assert "time limit" in hung["error"]
             metrics = http.get("/metrics").text
             assert "crucible_serve_trials_started_total 2" in metrics  # `done` was not re-run

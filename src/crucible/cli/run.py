@@ -110,7 +110,8 @@ def register(app: typer.Typer) -> None:
         trial_timeout: float = typer.Option(
             None,
             "--trial-timeout",
-            help="Wall limit of one trial in seconds (a hang is a sandbox failure).",
+            help="Wall limit of one trial in seconds: inside the task's own timeouts it counts "
+            "against the attempt (0); past them it is a hang (sandbox failure, retried).",
         ),
         job_timeout: float = typer.Option(
             None,

@@ -26,7 +26,14 @@ from crucible.engine.healthcheck import run_healthcheck
 from crucible.engine.spec import TrialPlan, build_spec, create_sandbox
 from crucible.engine.steps import StepsRun
 from crucible.engine.teardown import Teardown
-from crucible.errors import Cancelled, CrucibleError, ErrorKind, ResourcesUnavailable, SandboxFailed
+from crucible.errors import (
+    Cancelled,
+    CrucibleError,
+    ErrorKind,
+    ResourcesUnavailable,
+    SandboxFailed,
+    VerifierFailed,
+)
 from crucible.records.live import set_phase
 from crucible.records.trial import (
     AgentError,
@@ -41,9 +48,13 @@ from crucible.sandboxes.base import Provider, Sandbox
 from crucible.sandboxes.ratelimit import StartGate
 from crucible.store.layout import AGENT_DIR, LOGS_AGENT, storable_dump, write_json_atomic
 from crucible.store.logs import TRIAL_LOG, FileLog
+from crucible.tasks.models import Task
 
 # Slack on top of the agent's own timeout before the trial stops waiting for it.
 AGENT_GRACE_SEC = 5.0
+# Beyond the attempt's own budgets, how long before a trial over its limit reads as a hang
+# (host-side stages, collection and teardown run outside those budgets).
+HANG_MARGIN_SEC = 300.0
 
 
 class _Phase:
@@ -136,13 +147,36 @@ async def run_trial(
         _finish(result, trial_dir, log, t0)
         raise
     except TimeoutError:
-        exc = SandboxFailed(f"the trial exceeded its time limit of {time_limit_sec:g}s (a hang)")
-        _fail(result, exc, log, run.phase)
+        _fail(result, _over_time(run, time_limit_sec or 0.0, time.monotonic()), log, run.phase)
     except CrucibleError as exc:
         _fail(result, exc, log, run.phase)
     except Exception as exc:  # a provider's unexpected exception is still its failure
         _fail(result, SandboxFailed(f"{type(exc).__name__}: {exc}"), log, run.phase, exc)
     return _finish(result, trial_dir, log, t0)
+
+
+def attempt_budget_sec(task: Task) -> float:
+    """The longest the attempt's own phases may take: every agent phase and every grading
+    under their timeouts (one of each, or one per step), with the agent's grace."""
+    phases = [(s.agent.timeout_sec, s.verifier.timeout_sec) for s in task.steps] or [
+        (task.agent_timeout_sec, task.verifier_timeout_sec)
+    ]
+    return sum((a or task.agent_timeout_sec) + AGENT_GRACE_SEC + v for a, v in phases)
+
+
+def _over_time(run: _TrialRun, limit: float, now: float) -> CrucibleError:
+    """A trial past the job's time limit. Once its agent has started and while the attempt
+    is still inside its own phases' budgets, the limit (an operator's, shorter than the
+    task's timeouts) cut the attempt's own time: that counts against it, or a stalling
+    agent would trade its 0 for a retried gap. Past those budgets it is a hang of the
+    provider or of crucible (sandbox_failed, retried)."""
+    started = run.agent_started_at
+    if started is not None and now - started <= attempt_budget_sec(run.plan.task) + HANG_MARGIN_SEC:
+        return VerifierFailed(
+            f"the trial reached its time limit of {limit:g}s while the attempt ran "
+            "(within its own agent and verifier timeouts): counted against the attempt"
+        )
+    return SandboxFailed(f"the trial exceeded its time limit of {limit:g}s (a hang)")
 
 
 @dataclass
@@ -158,6 +192,7 @@ class _TrialRun:
     phase: _Phase | None = None
     collector: TrialCollector | None = None
     agent_started: bool = False  # from here on, the sandbox's end may be the attempt's
+    agent_started_at: float | None = None  # monotonic
     teardown: Teardown | None = None  # the job's: the sandbox is closed behind the trial
 
     async def phases(self) -> None:
@@ -214,6 +249,8 @@ class _TrialRun:
 
     async def _run_agent(self, agent: Agent, ctx: AgentContext) -> AgentResult:
         self.agent_started = True
+        if self.agent_started_at is None:
+            self.agent_started_at = time.monotonic()
         return await _run_agent(agent, ctx)
 
     async def _environment(self) -> Sandbox:
