@@ -108,3 +108,18 @@ async def test_sibling_jobs_share_one_budget(tmp_path) -> None:
     summaries = await asyncio.gather(*(r.run() for r in sibling_runners(plans, 2)))
     assert [s.n_done for s in summaries] == [8, 8]
     assert shared.created == 16 and shared.peak_live == 2
+
+
+def test_the_example_sweep_file_plans_four_arms() -> None:
+    import tomllib
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "sweep" / "sweep.toml"
+    arms, baseline = plan_arms([], [], tomllib.loads(path.read_text()))
+    assert [a.label for a in arms] == [
+        "tools/solver",
+        "tools/quitter",
+        "text/solver",
+        "text/quitter",
+    ]
+    assert baseline == "tools/solver"
