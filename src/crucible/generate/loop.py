@@ -96,9 +96,9 @@ class Generator:
                     self._log(f"resuming {p.name} at {p.phase}")
                     await self.advance(p)
             while (why := self._stop_reason()) is None:
-                p = await self.ask(setter)
-                if p is not None:
-                    await self.advance(p)
+                asked = await self.ask(setter)
+                if asked is not None:
+                    await self.advance(asked)
             self.state.finished, self.state.stop_reason = True, why
             save_state(self.out, self.state)
             self._log(f"finished: {why}")

@@ -104,7 +104,7 @@ def build(
         "outcomes": {
             o: sum(p.outcome == o for p in ps)
             for o in ("accepted", "easy", "hard", "frontier", "suspect", "rejected")
-        },  # fmt: skip
+        },
         "coverage": coverage,
         "categories_covered": sum(n >= min_in_band for n in coverage.values()),
         "categories_total": len(coverage),
@@ -120,7 +120,7 @@ def build(
             "setter_output": setter_out,
             "solver_input": solver_in,
             "solver_output": solver_out,
-        },  # fmt: skip
+        },
         "cost_usd": cost,
         "cost_per_accepted_usd": cost / len(accepted) if accepted else None,
         "collapse": collapse(valid, max(1, len(state.categories))),
@@ -184,7 +184,7 @@ def render_text(r: dict[str, Any]) -> str:
                 f"{op} {v['in_band']}/{v['children']} in band" for op, v in r["hardening"].items()
             )
             or "none"
-        ),  # fmt: skip
+        ),
         f"tokens: setter {r['tokens']['setter_input']}+{r['tokens']['setter_output']}, solver "
         f"{r['tokens']['solver_input']}+{r['tokens']['solver_output']} (input+output)",
         f"cost: ${r['cost_usd']:.4f} recorded; per accepted task "
