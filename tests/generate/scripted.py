@@ -1,6 +1,6 @@
 """A scripted setter and solver for generation tests, on the scripted OpenAI server.
 
-Tasks are tiny (hello-file style): "write WORD into /app/out.txt". The setter
+Tasks are tiny (hello-file style): "write WORD into /app/WORD.txt". The setter
 answers each request from `plan`, a list of callables request -> files (or a
 Step); the solver (the terminal agent) solves a task's attempt when the policy
 for its WORD says so for that attempt, else it does nothing, then submits.
@@ -31,11 +31,11 @@ def task_files(
     contracts: list[str] | None = None,
     extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    solve = f"echo '{word}-value-of-the-task' > /app/out.txt"
-    instruction = f"Write the line `{word}-value-of-the-task` into the file `/app/out.txt`.\n"
+    solve = f"echo '{word}-value-of-the-task' > /app/{word}.txt"
+    instruction = f"Write the line `{word}-value-of-the-task` into the file `/app/{word}.txt`.\n"
     if leak:
         instruction += f"\nRun exactly:\n\n    {solve}\n"
-    check = f"grep -qx '{word}-value-of-the-task' /app/out.txt"
+    check = f"grep -qx '{word}-value-of-the-task' /app/{word}.txt"
     if nop_passes:
         check = "true"
     meta = f"contracts = {json.dumps(contracts)}\n" if contracts else ""
@@ -50,7 +50,7 @@ def task_files(
         "environment/Dockerfile": dockerfile or f"FROM {BASE}\n\nWORKDIR /app\n",
         "solution/solve.sh": "#!/usr/bin/env bash\n" + (solve if oracle_ok else "true") + "\n",
         "solution/failures/wrong.sh": "#!/usr/bin/env bash\n"
-        + (solve if failure_passes else "echo nope > /app/out.txt")
+        + (solve if failure_passes else f"echo nope > /app/{word}.txt")
         + "\n",
         "tests/test.sh": (
             "#!/usr/bin/env bash\nmkdir -p /logs/verifier\n"
@@ -99,7 +99,7 @@ class Solver:
             self.count[word] = i + 1
         wins = self.policy.get(word, [True])
         if wins[i % len(wins)]:
-            return bash(f"echo '{word}-value-of-the-task' > /app/out.txt")
+            return bash(f"echo '{word}-value-of-the-task' > /app/{word}.txt")
         return bash("true")
 
 
