@@ -107,3 +107,53 @@ def forever(
     step: Callable[[dict[str, Any]], Step], n: int = 400
 ) -> list[Callable[[dict[str, Any]], Step]]:
     return [step] * n
+
+
+CATEGORIES = ("files", "text", "config", "archive", "permissions")
+# What the scripted setter proposes for the n-th request of a category (cycled): a task the
+# solver always solves (to be hardened), a leaked solution, an in-band task, a free reward,
+# a weak failure case, a repeat of the in-band task, a broken reference; each category
+# starts at its own place in the cycle.
+KINDS = ("easy", "leak", "good", "nop", "weak", "dup", "broken", "good")
+
+
+class Curriculum:
+    """A setter that plays a plausible run over CATEGORIES, and the solver it is rated by."""
+
+    def __init__(self) -> None:
+        self.solver = Solver()
+        self.asked: dict[str, int] = {}
+        self.last_good: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> Step:
+        prompt = body["messages"][-1]["content"]
+        if is_hardening(body):
+            m = re.search(r"`([A-Za-z0-9_-]+)-value-of-the-task`", prompt)
+            parent = m.group(1) if m else "x"
+            cat = next((c for c in CATEGORIES if parent.startswith(c)), CATEGORIES[0])
+            word = parent + "h"
+            self.solver.policy[word] = [True, False]  # the child lands in the band
+            return propose(task_files(word, category=cat))
+        cat = asked_category(body) or CATEGORIES[0]
+        with self.lock:
+            n = self.asked.get(cat, 0)
+            self.asked[cat] = n + 1
+        offset = CATEGORIES.index(cat) if cat in CATEGORIES else 0  # each kind shows up
+        kind, word = KINDS[(n + offset) % len(KINDS)], f"{cat}{n}"
+        if kind == "dup" and cat in self.last_good:
+            return propose(task_files(self.last_good[cat], category=cat))
+        if kind == "good":
+            self.solver.policy[word] = [False, True]
+            self.last_good[cat] = word
+        return propose(
+            task_files(
+                word,
+                category=cat,
+                leak=kind == "leak",
+                nop_passes=kind == "nop",
+                failure_passes=kind == "weak",
+                oracle_ok=kind != "broken",
+            ),
+            as_text=n % 3 == 2,  # some replies without a tool call
+        )
