@@ -81,7 +81,9 @@ class Generator:
             setter_model=cfg.setter.model,
             solver_model=cfg.solver.model,
         )
-        self.record = RunRecord(self.out, self.state, cfg)
+        self.record = RunRecord(
+            self.out, self.state, jobs_dir=cfg.jobs_dir, solver_agent=cfg.solver.agent, env=cfg.env
+        )
         self._seeds: list[Any] | None = None
 
     # -- the run --------------------------------------------------------------

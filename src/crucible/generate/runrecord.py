@@ -19,7 +19,6 @@ from crucible.store.layout import default_jobs_dir, write_json_atomic
 from crucible.store.logs import JOB_LOG, FileLog
 
 if TYPE_CHECKING:
-    from crucible.generate.loop import GenConfig
     from crucible.generate.state import GenState
 
 KIND = "generate"
@@ -36,17 +35,19 @@ def outcomes(state: GenState) -> dict[str, int]:
 
 
 class RunRecord:
-    def __init__(self, out: Path, state: GenState, cfg: GenConfig) -> None:
+    def __init__(
+        self, out: Path, state: GenState, *, jobs_dir: Path | None, solver_agent: str, env: str
+    ) -> None:
         self.out = out
-        self.jobs_dir = cfg.jobs_dir or default_jobs_dir()
+        self.jobs_dir = jobs_dir or default_jobs_dir()
         self.cfg = JobConfig(
             job_id=state.run_id,
             name=state.run_id,
             kind=KIND,
-            agent=cfg.solver.agent,
-            model=cfg.setter.model,
-            env=cfg.env,
-            attempts=cfg.k,
+            agent=solver_agent,
+            model=state.setter_model,
+            env=env,
+            attempts=state.k,
             dataset=[str(out.resolve())],
         )
         self.n_trials = 0
