@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from crucible.generate.loop import GenConfig, Generator
+from crucible.generate.solver import SolverSpec
 from tests.generate.scripted import Solver, is_hardening, propose, task_files
 from tests.helpers.fake_openai import FakeOpenAI, Step
 
@@ -111,3 +112,22 @@ def test_hardening_takes_a_too_easy_task_into_the_band(
         "source": parent.name,
     }
     assert (cfg.out / "easy" / parent.name / "task.toml").exists()
+
+
+def test_never_solved_goes_to_the_strong_solver_frontier_or_suspect(
+    setter_server: FakeOpenAI, solver_server: FakeOpenAI, make_cfg: Callable[..., GenConfig]
+) -> None:
+    setter_server.push(propose(task_files("nev")), propose(task_files("never")))
+    solver_server.push(*[Solver({"nev": [False], "never": [False]})] * 20)
+    with FakeOpenAI([Solver({"never": [False]})] * 20) as strong_server:
+        strong = SolverSpec("terminal", {"model": "gpt-4.1", "max_retries": 0,
+                                         "model_base_url": strong_server.url})  # fmt: skip
+        cfg = make_cfg(max_tasks=5, max_proposals=2, strong=strong)
+        state = asyncio.run(Generator(cfg).run())
+    assert [(p.outcome, p.strong_solved) for p in state.proposals] == [
+        ("frontier", True),
+        ("suspect", False),
+    ]
+    assert (cfg.out / "frontier" / state.proposals[0].name).is_dir()
+    assert (cfg.out / "suspect" / state.proposals[1].name).is_dir()
+    assert not (cfg.out / "tasks").exists()

@@ -105,3 +105,26 @@ def test_report_keys_and_collapse_alarm() -> None:
     assert r["coverage"] == {"c": 2, "d": 0} and r["in_band"] == 2
     assert collapse(ps, 1)["alarm"] is True
     assert collapse(list(reversed(ps)), 1)["alarm"] is False
+
+
+def test_an_older_index_gains_the_kind_column_and_runs_keep_their_kind(tmp_path: Path) -> None:
+    import sqlite3
+
+    from crucible.records.job import JobConfig
+    from crucible.store.index import SCHEMA, Index
+    from crucible.store.queries import JobsDir
+
+    old = sqlite3.connect(tmp_path / "index.sqlite")
+    old.executescript(SCHEMA.replace("    kind        TEXT NOT NULL DEFAULT 'eval',\n", ""))
+    old.execute(
+        "INSERT INTO jobs VALUES ('old','old','completed','oracle',NULL,'local','',1,'/x',"
+        "NULL,NULL,'2026-01-01T00:00:00+00:00','2026-01-01T00:00:00+00:00')"
+    )
+    old.commit()
+    old.close()
+    idx = Index(tmp_path)
+    cfg = JobConfig(job_id="g", name="g", kind="generate", agent="terminal")
+    idx.upsert_job(cfg, status="running", path=tmp_path / "g", pid=None, n_trials=3)
+    idx.close()
+    with JobsDir.open(tmp_path) as jd:
+        assert {k: r.kind for k, r in jd.records().items()} == {"old": "eval", "g": "generate"}
