@@ -24,14 +24,10 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> None:
-    from tests.generate.scripted import CATEGORIES, Curriculum
-    from tests.helpers.fake_openai import FakeOpenAI
+    from tests.generate.scripted import run_curriculum
 
     from crucible.engine.request import RunRequest
-    from crucible.generate.loop import GenConfig, Generator
     from crucible.generate.report import build, render_text
-    from crucible.generate.setter import SetterSpec
-    from crucible.generate.solver import SolverSpec
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=None)
@@ -39,19 +35,9 @@ def main() -> None:
     ap.add_argument("--price-model", default="gpt-4.1-mini")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="crucible-gen-")) / "gen"
-    cur = Curriculum()
-    with FakeOpenAI([cur] * 200) as setter, FakeOpenAI([cur.solver] * 2000) as solver:
-        cfg = GenConfig(
-            out=out,
-            setter=SetterSpec("gpt-4.1-mini", setter.url, None),
-            solver=SolverSpec("terminal", {"model": "gpt-4.1-mini",
-                                           "model_base_url": solver.url, "max_retries": 0}),
-            categories=list(CATEGORIES), max_tasks=args.proposals,
-            max_proposals=args.proposals, k=2, jobs_dir=out.parent / "jobs",
-        )  # fmt: skip
-        t0 = time.monotonic()
-        state = asyncio.run(Generator(cfg).run())
-        took = time.monotonic() - t0
+    t0 = time.monotonic()
+    state = run_curriculum(out, out.parent / "jobs", args.proposals)
+    took = time.monotonic() - t0
     report = build(state, price_model=args.price_model)
     sys.stdout.write(render_text(report))
     oracle = asyncio.run(_oracle(out / "tasks", out.parent / "oracle-jobs", RunRequest))

@@ -8,13 +8,18 @@ for its WORD says so for that attempt, else it does nothing, then submits.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from tests.helpers.fake_openai import Step, bash, submit, tool
+from tests.helpers.fake_openai import FakeOpenAI, Step, bash, submit, tool
+
+if TYPE_CHECKING:
+    from crucible.generate.state import GenState
 
 BASE = "debian:bookworm-slim"
 
@@ -157,3 +162,23 @@ class Curriculum:
             ),
             as_text=n % 3 == 2,  # some replies without a tool call
         )
+
+
+def run_curriculum(out: Path, jobs_dir: Path, proposals: int = 30) -> GenState:
+    """The scripted self-play run (the done-when test's and bench/generate_selfplay.py's):
+    `proposals` proposals over CATEGORIES, k=2, on local sandboxes."""
+    from crucible.generate.loop import GenConfig, Generator
+    from crucible.generate.setter import SetterSpec
+    from crucible.generate.solver import SolverSpec
+
+    cur = Curriculum()
+    with FakeOpenAI([cur] * (4 * proposals)) as setter, FakeOpenAI([cur.solver] * 2000) as solver:
+        cfg = GenConfig(
+            out=out,
+            setter=SetterSpec("gpt-4.1-mini", setter.url, None),
+            solver=SolverSpec("terminal", {"model": "gpt-4.1-mini",
+                                           "model_base_url": solver.url, "max_retries": 0}),
+            categories=list(CATEGORIES), max_tasks=proposals, max_proposals=proposals, k=2,
+            jobs_dir=jobs_dir,
+        )  # fmt: skip
+        return asyncio.run(Generator(cfg).run())

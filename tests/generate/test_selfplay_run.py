@@ -4,7 +4,6 @@ figures, and `crucible run` with the oracle scoring 1.0 on every accepted task."
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
@@ -12,27 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from crucible.cli.main import app
-from crucible.generate.loop import GenConfig, Generator
-from crucible.generate.setter import SetterSpec
-from crucible.generate.solver import SolverSpec
-from tests.generate.scripted import CATEGORIES, Curriculum
-from tests.helpers.fake_openai import FakeOpenAI
+from tests.generate.scripted import run_curriculum
 
 
 @pytest.mark.slow
 def test_scripted_selfplay_run_covers_every_category_with_proven_tasks(tmp_path: Path) -> None:
-    cur = Curriculum()
     out = tmp_path / "gen"
-    with FakeOpenAI([cur] * 100) as setter, FakeOpenAI([cur.solver] * 1000) as solver:
-        cfg = GenConfig(
-            out=out,
-            setter=SetterSpec("gpt-4.1-mini", setter.url, None),
-            solver=SolverSpec("terminal", {"model": "gpt-4.1-mini",
-                                           "model_base_url": solver.url, "max_retries": 0}),
-            categories=list(CATEGORIES), max_tasks=30, max_proposals=30, k=2,
-            jobs_dir=tmp_path / "jobs",
-        )  # fmt: skip
-        state = asyncio.run(Generator(cfg).run())
+    state = run_curriculum(out, tmp_path / "jobs", 30)
     assert state.stop_reason == "max_proposals"
     res = CliRunner().invoke(app, ["generate", "report", str(out), "--json"])
     assert res.exit_code == 0, res.output
