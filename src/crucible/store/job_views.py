@@ -95,11 +95,10 @@ def _matches(value: str | None, pattern: str | None) -> bool:
 
 
 def job_row(rec: JobRecord, st: TrialStats | None) -> JobRow:
-    if rec.kind != "eval" and rec.summary is not None and not st:
-        # a run without trials of its own (generate): its result.json counts for it
-        st = TrialStats(n_done=rec.summary.n_done, outcomes=dict(rec.summary.outcomes))
-    st = st or TrialStats()
+    st = _own_stats(rec) or st or TrialStats()
     n_errors = sum(n for k, n in st.outcomes.items() if k != "graded")
+    if rec.kind != "eval":  # its outcomes are its own (generate: accepted, rejected:REASON)
+        n_errors = sum(n for k, n in st.outcomes.items() if k.startswith("rejected"))
     return JobRow(
         **identity(rec).model_dump(),
         n_trials=rec.n_trials,
@@ -108,6 +107,13 @@ def job_row(rec: JobRecord, st: TrialStats | None) -> JobRow:
         n_errors=n_errors,
         mean_reward=st.mean_reward,
     )
+
+
+def _own_stats(rec: JobRecord) -> TrialStats | None:
+    """A run without trials of its own (kind generate): its result.json counts for it."""
+    if rec.kind == "eval" or rec.summary is None:
+        return None
+    return TrialStats(n_done=rec.summary.n_done, outcomes=dict(rec.summary.outcomes))
 
 
 def identity(rec: JobRecord) -> JobIdentity:
@@ -246,7 +252,7 @@ def _count_in_progress(rec: JobRecord, finished: set[str]) -> int:
 
 def job_detail(jd: JobsDir, rec: JobRecord, *, verbose: bool = False) -> JobDetail:
     rows = jd.trial_rows(rec)
-    st = TrialStats()
+    st = _own_stats(rec) or TrialStats()
     errors: dict[str, ErrorGroup] = {}
     cost: float | None = None
     retries = 0
