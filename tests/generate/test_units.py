@@ -128,3 +128,29 @@ def test_an_older_index_gains_the_kind_column_and_runs_keep_their_kind(tmp_path:
     idx.close()
     with JobsDir.open(tmp_path) as jd:
         assert {k: r.kind for k, r in jd.records().items()} == {"old": "eval", "g": "generate"}
+
+
+TRANSLATION = Path(__file__).resolve().parents[2] / "examples" / "translation"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in TRANSLATION.iterdir() if p.is_dir()))
+def test_the_translation_examples_pass_the_static_checks(name: str) -> None:
+    from crucible.generate.checks import check_contracts, check_schema, declared_contracts
+
+    task = TRANSLATION / name
+    for check in (check_dockerfile, check_schema, check_leak, check_contracts):
+        assert check(task) is None, (name, check(task))
+    assert declared_contracts(task)  # its contracts stage's `require`
+
+
+def test_a_declared_contract_the_reference_never_reaches_is_refused(tmp_path: Path) -> None:
+    import shutil
+
+    from crucible.generate.checks import check_contracts
+
+    task = tmp_path / "t"
+    shutil.copytree(TRANSLATION / "secret-merge", task)
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text().replace('"local_entrypoint", "secret"]', '"local_entrypoint", "secret", "volume"]'))
+    rej = check_contracts(task)
+    assert rej is not None and rej.reason == "contracts_unreached" and "volume" in rej.message

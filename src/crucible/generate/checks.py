@@ -20,7 +20,8 @@ from crucible.tasks.loader import check_task
 # The base images a generated task may build FROM (the ones the machine has; a task
 # author, here a model, never picks what is pulled or run at build time).
 DEFAULT_BASE_IMAGES = ("debian:bookworm-slim",)
-MIN_LEAK_CHARS = 16  # a solution line this long, found in the instruction, is a leak
+MIN_LEAK_CHARS = 16  # the solution's lines this long count for the leak check
+LEAK_SHARE = 0.85  # ...and this share of them, found in the instruction, is a leak
 
 _ALLOWED_INSTR = frozenset({"FROM", "WORKDIR", "ENV", "RUN", "COPY", "USER", "CMD", "LABEL"})
 
@@ -120,30 +121,52 @@ def solution_texts(task_dir: Path) -> list[str]:
 
 
 def check_leak(task_dir: Path) -> Rejection | None:
-    """A line of the reference solution, written out in the instruction, gives it away."""
+    """The instruction gives the reference solution away: LEAK_SHARE or more of its
+    substantive lines (MIN_LEAK_CHARS or longer, comments aside) are written out in it.
+    A share, not a single line: a translation task's instruction shows the program to
+    port, whose helpers the port keeps word for word."""
     instruction = " ".join((task_dir / "instruction.md").read_text(errors="replace").split())
-    for text in solution_texts(task_dir):
-        for raw in text.splitlines():
-            line = " ".join(raw.split())
-            if len(line) < MIN_LEAK_CHARS or line.startswith(("#", "set -")):
-                continue
-            if line in instruction:
-                return Rejection(
-                    reason="leaked_solution",
-                    message=f"the instruction holds the solution's line {line[:120]!r}",
-                )
+    lines = [
+        " ".join(raw.split()) for text in solution_texts(task_dir) for raw in text.splitlines()
+    ]
+    lines = [ln for ln in lines if len(ln) >= MIN_LEAK_CHARS and not ln.startswith(("#", "set -"))]
+    found = [ln for ln in lines if ln in instruction]
+    if lines and len(found) >= LEAK_SHARE * len(lines):
+        return Rejection(
+            reason="leaked_solution",
+            message=f"the instruction holds {len(found)} of the solution's {len(lines)} lines, "
+            f"e.g. {found[0][:120]!r}",
+        )
     return None
 
 
+def _contract_stages(task_dir: Path) -> list[dict[str, Any]]:
+    crucible = task_metadata(task_dir).get("crucible")
+    stages = crucible.get("stages", []) if isinstance(crucible, dict) else []
+    return [s for s in stages if isinstance(s, dict) and s.get("kind") == "contracts"]
+
+
 def declared_contracts(task_dir: Path) -> list[str]:
+    """[metadata] contracts, and every contracts stage's `require`."""
     value = task_metadata(task_dir).get("contracts", [])
-    return [str(c) for c in value] if isinstance(value, list) else []
+    out = [str(c) for c in value] if isinstance(value, list) else []
+    for stage in _contract_stages(task_dir):
+        req = stage.get("require", [])
+        out += [str(c) for c in req] if isinstance(req, list) else []
+    return sorted(set(out))
 
 
 def reached_contracts(task_dir: Path) -> list[str]:
-    """The contracts the reference solution's Python reaches (crucible.contracts)."""
+    """The contracts the reference solution's Python reaches (crucible.contracts), launched
+    as the task's contracts stage says (default: auto)."""
     from crucible.contracts.api import analyze_paths, python_files
-    from crucible.contracts.reach import reached_ids
+    from crucible.contracts.reach import LAUNCHES, Launch, reached_ids
+
+    stages = _contract_stages(task_dir)
+    launch: Launch = "auto"
+    if stages and stages[0].get("launch") in LAUNCHES:
+        launch = stages[0]["launch"]
+    entrypoint = stages[0].get("entrypoint") if stages else None
 
     sol = task_dir / "solution"
     files = [p for p in python_files([sol]) if "failures" not in p.relative_to(sol).parts]
@@ -151,7 +174,7 @@ def reached_contracts(task_dir: Path) -> list[str]:
         return []
     found: set[str] = set()
     for _, analysis in analyze_paths(files):
-        found |= reached_ids(analysis)
+        found |= reached_ids(analysis, launch, entrypoint)
     return sorted(found)
 
 

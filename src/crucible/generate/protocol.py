@@ -107,8 +107,8 @@ def propose_prompt(category: str, covered: dict[str, int], brief: str | None) ->
     if covered:
         have = ", ".join(f"{c}: {n}" for c, n in sorted(covered.items()))
         lines.append(f"Accepted so far per category: {have}.")
-    if brief:
-        lines += ["", brief]
+    if brief:  # a seed (mine, issues): the category may be the one it fits best
+        lines += ["If the seed below fits another category better, use that one.", "", brief]
     return "\n".join(lines)
 
 
