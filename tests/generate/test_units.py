@@ -151,6 +151,10 @@ def test_a_declared_contract_the_reference_never_reaches_is_refused(tmp_path: Pa
     task = tmp_path / "t"
     shutil.copytree(TRANSLATION / "secret-merge", task)
     toml = task / "task.toml"
-    toml.write_text(toml.read_text().replace('"local_entrypoint", "secret"]', '"local_entrypoint", "secret", "volume"]'))
+    toml.write_text(
+        toml.read_text().replace(
+            '"local_entrypoint", "secret"]', '"local_entrypoint", "secret", "volume"]'
+        )
+    )
     rej = check_contracts(task)
     assert rej is not None and rej.reason == "contracts_unreached" and "volume" in rej.message
