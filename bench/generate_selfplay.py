@@ -1,7 +1,7 @@
 """The scripted self-play run: about 30 proposals over five categories, then the oracle on
 the accepted tasks, then the report priced at a hosted model's list price.
 
-    PYTHONPATH=src python bench/generate_selfplay.py [--out DIR] [--price-model gpt-4.1-mini]
+    PYTHONPATH=src python bench/generate_selfplay.py [--out DIR] [--price-model M] [--concurrency N]
 
 A scripted setter (tests/generate/scripted.py: Curriculum) and a scripted solver (the
 terminal agent against the scripted OpenAI server) play a run on local sandboxes; the
@@ -33,10 +33,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--proposals", type=int, default=30)
     ap.add_argument("--price-model", default="gpt-4.1-mini")
+    ap.add_argument("--concurrency", type=int, default=1, help="proposals proven at once")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="crucible-gen-")) / "gen"
     t0 = time.monotonic()
-    state = run_curriculum(out, out.parent / "jobs", args.proposals)
+    state = run_curriculum(out, out.parent / "jobs", args.proposals, args.concurrency)
     took = time.monotonic() - t0
     report = build(state, price_model=args.price_model)
     sys.stdout.write(render_text(report))

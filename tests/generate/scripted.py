@@ -164,7 +164,9 @@ class Curriculum:
         )
 
 
-def run_curriculum(out: Path, jobs_dir: Path, proposals: int = 30) -> GenState:
+def run_curriculum(
+    out: Path, jobs_dir: Path, proposals: int = 30, concurrency: int = 1
+) -> GenState:
     """The scripted self-play run (the done-when test's and bench/generate_selfplay.py's):
     `proposals` proposals over CATEGORIES, k=2, on local sandboxes."""
     from crucible.generate.loop import GenConfig, Generator
@@ -179,6 +181,6 @@ def run_curriculum(out: Path, jobs_dir: Path, proposals: int = 30) -> GenState:
             solver=SolverSpec("terminal", {"model": "gpt-4.1-mini",
                                            "model_base_url": solver.url, "max_retries": 0}),
             categories=list(CATEGORIES), max_tasks=proposals, max_proposals=proposals, k=2,
-            jobs_dir=jobs_dir,
+            jobs_dir=jobs_dir, concurrency=concurrency,
         )  # fmt: skip
         return asyncio.run(Generator(cfg).run())

@@ -90,6 +90,9 @@ def generate(
     band: str = typer.Option("0.2,0.7", "--band", help="The solver's target pass rate LO,HI."),
     k: int = typer.Option(4, "-k", min=1, help="Solver attempts per task (8 near band edges)."),
     env: str = typer.Option("local", "--env", "-e", help="Sandbox provider."),
+    concurrency: int = typer.Option(
+        1, "--concurrency", "-c", min=1, help="Proposals proven and rated at once."
+    ),
     jobs_dir: Path = JobsDirOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the final report as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
@@ -127,7 +130,7 @@ def generate(
         strong=strong, mode=mode, categories=_categories(categories, as_json),
         max_tasks=max_tasks, max_proposals=max_proposals, max_tokens=max_tokens,
         max_cost=max_cost, band=_band(band, as_json), k=k, env=env, source=source,
-        domain=domain, jobs_dir=jobs_dir,
+        domain=domain, jobs_dir=jobs_dir, concurrency=concurrency,
     )  # fmt: skip
     from crucible.cli.generate_progress import run_with_progress
 

@@ -11,6 +11,7 @@ DIR/
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -56,6 +57,7 @@ class GenConfig:
     domain: str | None = None
     max_depth: int = hardening.MAX_DEPTH
     jobs_dir: Path | None = None  # where the run is recorded for `crucible runs`
+    concurrency: int = 1  # proposals checked, proven and rated at once
 
     @property
     def proposal_cap(self) -> int:
@@ -92,29 +94,45 @@ class Generator:
         save_state(self.out, self.state)
         self.record.start(self.cfg.proposal_cap)
         setter = Setter(self.cfg.setter)
+        pending: set[asyncio.Task[None]] = set()
         try:
             for p in list(self.state.proposals):
                 if p.phase != "done":
                     self._log(f"resuming {p.name} at {p.phase}")
-                    await self.advance(p)
-            while (why := self._stop_reason()) is None:
-                asked = await self.ask(setter)
-                if asked is not None:
-                    await self.advance(asked)
+                    pending.add(asyncio.create_task(self.advance(p)))
+            # The setter is asked one request at a time; up to `concurrency` proposals are
+            # checked, proven and rated at once (each phase's state write is synchronous).
+            while True:
+                why = self._stop_reason(in_flight=len(pending))
+                if why is None and len(pending) < self.cfg.concurrency:
+                    asked = await self.ask(setter)
+                    if asked is not None:
+                        pending.add(asyncio.create_task(self.advance(asked)))
+                    continue
+                if not pending:
+                    break
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()
             self.state.finished, self.state.stop_reason = True, why
             save_state(self.out, self.state)
             self._log(f"finished: {why}")
             self.record.finish(self.state, "completed")
         except BaseException:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
             self.record.finish(self.state, "failed")
             raise
         finally:
             await setter.aclose()
         return self.state
 
-    def _stop_reason(self) -> str | None:
+    def _stop_reason(self, in_flight: int = 0) -> str | None:
+        """Why no more requests go to the setter now (None: ask); proposals in flight
+        count towards --max-tasks until they are settled."""
         st, cfg = self.state, self.cfg
-        if sum(p.outcome == "accepted" for p in st.proposals) >= cfg.max_tasks:
+        if sum(p.outcome == "accepted" for p in st.proposals) + in_flight >= cfg.max_tasks:
             return "max_tasks"
         if len(st.proposals) >= cfg.proposal_cap:
             return "max_proposals"
