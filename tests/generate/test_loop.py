@@ -18,7 +18,10 @@ from tests.helpers.fake_openai import FakeOpenAI, Step
 def test_accepts_an_in_band_task_with_its_proofs_on_disk(
     setter_server: FakeOpenAI, solver_server: FakeOpenAI, make_cfg: Callable[..., GenConfig]
 ) -> None:
-    setter_server.push(propose(task_files("alpha")))
+    files = task_files("alpha")
+    toml = files["files"]["task.toml"]
+    files["files"]["task.toml"] = toml.replace('"no-network"', '"public"')  # asks for network
+    setter_server.push(propose(files))
     solver = Solver({"alpha": [True, False]})
     solver_server.push(*[solver] * 20)
     cfg = make_cfg()
@@ -37,6 +40,10 @@ def test_accepts_an_in_band_task_with_its_proofs_on_disk(
         "solve",
     }
     assert json.loads((cfg.out / "result.json").read_text())["outcomes"] == {"accepted": 1}
+    for job in ("oracle", "nop", "fail-wrong", "solve"):  # the untrusted-task rules
+        recorded = json.loads((jobs / job / "job.json").read_text())
+        assert (recorded["tampered"], recorded["task_env"], recorded["no_network"]) == (
+            "zero", [], True), job  # fmt: skip
 
 
 def test_each_failure_kind_is_rejected_with_its_reason_and_evidence(

@@ -1,8 +1,9 @@
 """Sandbox checks of a generated task, under the untrusted-task rules.
 
 Every run goes through the engine's launch path (engine/launch.py), as
-`crucible run` does, with `tampered="zero"` and no host variable allowed
-(`task_env=[]`); builds are the provider's isolated builds. Each check is a
+`crucible run` does, with `tampered="zero"`, no host variable allowed
+(`task_env=[]`) and no network in any phase (`no_network`, whatever the task.toml
+asks); builds are the provider's isolated builds. Each check is a
 job of its own, named, in the proposal's jobs folder, so that a resumed
 generation resumes it rather than running it again:
   oracle  (3 attempts)  every one scores 1.0, with the same reward keys;
@@ -49,6 +50,7 @@ async def run_job(
         env=env,
         tampered="zero",
         task_env=[],
+        no_network=True,  # whatever the model's task.toml asks
         agent_kwargs=agent_kwargs or {},
         concurrency=concurrency,
         max_retries=1,
