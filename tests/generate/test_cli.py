@@ -50,5 +50,9 @@ def test_usage_errors_are_json_with_stable_codes(tmp_path: Path) -> None:
     res = runner.invoke(app, ["generate", "-o", str(tmp_path), "--setter-model", "m",
                               "--setter-base-url", "http://127.0.0.1:9/v1", "--band", "0.9,0.1"])  # fmt: skip
     assert res.exit_code == 2 and "LO <= HI" in res.output
+    res = runner.invoke(app, ["generate", "-o", str(tmp_path / "g"), "--setter-model", "m",
+                              "--setter-base-url", "http://127.0.0.1:9/v1", "--json"])  # fmt: skip
+    assert res.exit_code == 2 and "needs a model" in json.loads(res.stderr)["message"]
+    assert not (tmp_path / "g").exists()  # refused before anything ran
     res = runner.invoke(app, ["generate", "report", str(tmp_path / "none"), "--json"])
     assert res.exit_code == 3 and json.loads(res.stderr)["error"] == "not_found"

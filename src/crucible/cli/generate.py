@@ -132,11 +132,21 @@ def generate(
         max_cost=max_cost, band=_band(band, as_json), k=k, env=env, source=source,
         domain=domain, jobs_dir=jobs_dir, concurrency=concurrency,
     )  # fmt: skip
+    from crucible.agents.registry import get_agent
+
+    for spec in (cfg.solver, *([cfg.strong] if cfg.strong else [])):
+        try:  # before the setter is paid for anything: the solver must be one that runs
+            get_agent(spec.agent, **spec.kwargs)
+        except (KeyError, TypeError, ValueError) as exc:
+            fail(ExitCode.USAGE, "usage", f"solver {spec.agent!r}: {exc}", as_json=as_json)
     from crucible.cli.generate_progress import run_with_progress
+    from crucible.engine.launch import LaunchRefused
 
     live = not quiet and not as_json and sys.stderr.isatty()
     try:
         report = asyncio.run(run_with_progress(Generator(cfg), live=live, quiet=quiet or as_json))
+    except LaunchRefused as exc:  # a check's job could not start (the run is resumable)
+        fail(exc.code, exc.error, exc.message, hint=exc.hint, as_json=as_json)
     except Exception as exc:
         from crucible.errors import CrucibleError
 
