@@ -47,6 +47,7 @@ class JobIdentity(BaseModel):
 
     job_id: str
     name: str
+    kind: str = "eval"
     status: str
     interrupted: bool = False
     hint: str | None = None
@@ -70,7 +71,9 @@ class JobRow(JobIdentity):
     mean_reward: float | None
 
 
-def resume_hint(job_id: str) -> str:
+def resume_hint(job_id: str, kind: str = "eval", path: str = "") -> str:
+    if kind == "generate":
+        return f"the run's process is gone; continue it with `crucible generate -o {path}`"
     return f"the job's process is gone; continue it with `crucible run --resume {job_id}`"
 
 
@@ -92,8 +95,10 @@ def _matches(value: str | None, pattern: str | None) -> bool:
 
 
 def job_row(rec: JobRecord, st: TrialStats | None) -> JobRow:
-    st = st or TrialStats()
+    st = _own_stats(rec) or st or TrialStats()
     n_errors = sum(n for k, n in st.outcomes.items() if k != "graded")
+    if rec.kind != "eval":  # its outcomes are its own (generate: accepted, rejected:REASON)
+        n_errors = sum(n for k, n in st.outcomes.items() if k.startswith("rejected"))
     return JobRow(
         **identity(rec).model_dump(),
         n_trials=rec.n_trials,
@@ -104,14 +109,22 @@ def job_row(rec: JobRecord, st: TrialStats | None) -> JobRow:
     )
 
 
+def _own_stats(rec: JobRecord) -> TrialStats | None:
+    """A run without trials of its own (kind generate): its result.json counts for it."""
+    if rec.kind == "eval" or rec.summary is None:
+        return None
+    return TrialStats(n_done=rec.summary.n_done, outcomes=dict(rec.summary.outcomes))
+
+
 def identity(rec: JobRecord) -> JobIdentity:
     """The fields `runs list` and `runs get` share, from one job record."""
     return JobIdentity(
         job_id=rec.job_id,
         name=rec.name,
+        kind=rec.kind,
         status=rec.status,
         interrupted=rec.interrupted,
-        hint=resume_hint(rec.job_id) if rec.interrupted else None,
+        hint=resume_hint(rec.job_id, rec.kind, str(rec.path)) if rec.interrupted else None,
         agent=rec.agent,
         model=rec.model,
         env=rec.env,
@@ -239,7 +252,7 @@ def _count_in_progress(rec: JobRecord, finished: set[str]) -> int:
 
 def job_detail(jd: JobsDir, rec: JobRecord, *, verbose: bool = False) -> JobDetail:
     rows = jd.trial_rows(rec)
-    st = TrialStats()
+    st = _own_stats(rec) or TrialStats()
     errors: dict[str, ErrorGroup] = {}
     cost: float | None = None
     retries = 0
