@@ -148,9 +148,12 @@ class Pipeline:
         log: FileLog,
         *,
         trace: str | None = None,
+        test_output: str = "",
+        test_output_cut: bool = False,
     ) -> None:
         """Run the stages on `graded` (whose rewards the test script gave) and set its
-        stages and final rewards. Raises the error of a stage that could not run."""
+        stages and final rewards; `test_output`: test.sh's stdout as the host captured it.
+        Raises the error of a stage that could not run."""
         script = dict(graded.rewards or {})
         graded.script_rewards = dict(script)
         submission = await fetch(list(self.submission_paths))
@@ -162,6 +165,7 @@ class Pipeline:
                 f"submission: not found, not a regular file or cut: {submission.missing[:10]}"
             )
         ctx = StageContext(self.task, submission, script, self.required_contracts, trace)
+        ctx.test_output, ctx.test_output_cut = test_output, test_output_cut
         ctx.earlier.append(await ScriptStage(graded.exit_code).run(ctx))
         graded.stages = ctx.earlier
         for stage in self.stages:
