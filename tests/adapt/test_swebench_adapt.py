@@ -62,8 +62,14 @@ def test_an_instance_becomes_a_valid_task(tmp_path: Path) -> None:
     assert task.metadata["crucible"]["stages"] == [{"kind": "swebench", "role": "gate"}]
     eval_sh = (task.tests_dir / "eval.sh").read_text()
     # The official test command of django 3.0 and its test directive, from the package.
-    assert "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_validators" in eval_sh
-    assert "git checkout d26b2424437dabeeca94d7900b37d2df4410da0c tests/auth_tests/test_validators.py" in eval_sh
+    assert (
+        "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_validators"
+        in eval_sh
+    )
+    assert (
+        "git checkout d26b2424437dabeeca94d7900b37d2df4410da0c tests/auth_tests/test_validators.py"
+        in eval_sh
+    )
     assert eval_sh.count('"$crucible_nonce"') == 2 and ": '>>>>> Start" not in eval_sh
     assert (task.solution_dir / "gold.patch").read_text() == DJANGO["patch"]
     assert task.instruction.startswith("UsernameValidator allows trailing newline")
@@ -84,7 +90,7 @@ def test_bad_rows_and_sources_say_why(tmp_path: Path) -> None:
     with pytest.raises(AdaptError, match="FAIL_TO_PASS is not a JSON list"):
         instance({**DJANGO, "FAIL_TO_PASS": "[oops"})
     (tmp_path / "bad.jsonl").write_text("{}\nnot json\n")
-    with pytest.raises(AdaptError, match="bad.jsonl:2"):
+    with pytest.raises(AdaptError, match=r"bad\.jsonl:2"):
         load_rows(str(tmp_path / "bad.jsonl"))
     with pytest.raises(AdaptError, match="no such file"):
         load_rows(str(tmp_path / "absent.jsonl"))

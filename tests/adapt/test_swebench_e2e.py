@@ -13,19 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from crucible.adapt.base import write_tasks
-from crucible.adapt.swebench import SwebenchAdapter, SwebenchOptions
-from crucible.agents.nop import NopAgent
-from crucible.agents.oracle import OracleAgent
-from crucible.agents.submission import SubmissionAgent
-from crucible.records.submission import PatchSubmission
-from crucible.tasks.loader import load_task
-from crucible.engine.spec import TrialPlan
-from crucible.engine.trial import run_trial
-from crucible.records.trial import TrialResult
-from crucible.tasks.models import Task
-from tests.helpers.providers import provider_env  # noqa: F401  (the fixture)
 from tests.helpers.rootfs import private_rootfs_dir
 from tests.helpers.swebench_instance import (
     INSTANCE_ID,
@@ -34,6 +21,18 @@ from tests.helpers.swebench_instance import (
     image_context,
     make_instance,
 )
+
+from crucible.adapt.base import write_tasks
+from crucible.adapt.swebench import SwebenchAdapter, SwebenchOptions
+from crucible.agents.nop import NopAgent
+from crucible.agents.oracle import OracleAgent
+from crucible.agents.submission import SubmissionAgent
+from crucible.engine.spec import TrialPlan
+from crucible.engine.trial import run_trial
+from crucible.records.submission import PatchSubmission
+from crucible.records.trial import TrialResult
+from crucible.tasks.loader import load_task
+from crucible.tasks.models import Task
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +62,9 @@ async def _trial(env: str, task: Task, tmp_path: Path, agent: object) -> TrialRe
 
 
 @pytest.fixture
-def adapted(request: pytest.FixtureRequest, provider_env: str, tmp_path: Path) -> Iterator[tuple[str, Path, str]]:  # noqa: F811
+def adapted(
+    request: pytest.FixtureRequest, provider_env: str, tmp_path: Path
+) -> Iterator[tuple[str, Path, str]]:
     """(env, the adapted task, the break patch): the stand-in image built for `env`
     under a tag of this test's own, removed afterwards."""
     if provider_env == "local":
@@ -75,7 +76,9 @@ def adapted(request: pytest.FixtureRequest, provider_env: str, tmp_path: Path) -
     build(ctx, tag)
     adapter = SwebenchAdapter(SwebenchOptions(image_template=tag, verifier_timeout_sec=120.0))
     src = inst.jsonl(tmp_path / "instances.jsonl")
-    report = write_tasks(adapter, str(src), tmp_path / "tasks", [adapter.task(r) for r in adapter.rows(str(src))])
+    report = write_tasks(
+        adapter, str(src), tmp_path / "tasks", [adapter.task(r) for r in adapter.rows(str(src))]
+    )
     assert [t.valid for t in report.tasks] == [True], report.tasks
     try:
         if provider_env == "local":
@@ -84,11 +87,17 @@ def adapted(request: pytest.FixtureRequest, provider_env: str, tmp_path: Path) -
         else:
             yield provider_env, tmp_path / "tasks" / INSTANCE_ID, inst.break_patch
     finally:
-        tool = ["buildah", "rmi", "-f", tag] if provider_env == "local" else ["docker", "rmi", "-f", tag]
+        tool = (
+            ["buildah", "rmi", "-f", tag]
+            if provider_env == "local"
+            else ["docker", "rmi", "-f", tag]
+        )
         subprocess.run(tool, capture_output=True)
 
 
-def test_oracle_nop_and_a_patch_breaking_pass_to_pass(adapted: tuple[str, Path, str], tmp_path: Path) -> None:
+def test_oracle_nop_and_a_patch_breaking_pass_to_pass(
+    adapted: tuple[str, Path, str], tmp_path: Path
+) -> None:
     env, folder, broken = adapted
     task = load_task(folder)
 
@@ -112,5 +121,5 @@ def test_oracle_nop_and_a_patch_breaking_pass_to_pass(adapted: tuple[str, Path, 
     rewards = bad.verifier_result.rewards
     assert rewards["reward"] == 0.0 and rewards["swebench.fail_to_pass"] == 1.0
     assert rewards["swebench.pass_to_pass"] == 0.5
-    stage = [s for s in bad.verifier_result.stages if s.kind == "swebench"][0]
+    stage = next(s for s in bad.verifier_result.stages if s.kind == "swebench")
     assert "tests/test_calc.py::test_neg" in stage.reason

@@ -109,7 +109,9 @@ def image_context(instance: TinyInstance, ctx: Path) -> Path:
         shutil.copy2(binary, rootfs / binary.lstrip("/"))
     (rootfs / "usr/bin/python3").symlink_to("python3.11")
     skip = shutil.ignore_patterns("test", "tests", "__pycache__", "idlelib", "tkinter", "ensurepip")
-    shutil.copytree("/usr/lib/python3.11", rootfs / "usr/lib/python3.11", ignore=skip, symlinks=True)
+    shutil.copytree(
+        "/usr/lib/python3.11", rootfs / "usr/lib/python3.11", ignore=skip, symlinks=True
+    )
     libdir = rootfs / "usr/lib/x86_64-linux-gnu"
     libdir.mkdir(parents=True)
     for lib in LIBS:
@@ -146,5 +148,7 @@ def build_buildah(ctx: Path, tag: str) -> None:
 
 
 def build_docker(ctx: Path, tag: str) -> None:
-    out = subprocess.run(["docker", "build", "-q", "-t", tag, str(ctx)], capture_output=True, text=True)
+    out = subprocess.run(
+        ["docker", "build", "-q", "-t", tag, str(ctx)], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr[-2000:]

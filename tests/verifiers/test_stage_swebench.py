@@ -82,7 +82,9 @@ def test_stage_components_and_gate(tmp_path: Path) -> None:
     assert res.status == "failed"
     assert res.components == {"resolved": 0.0, "fail_to_pass": 1.0, "pass_to_pass": 0.5}
     assert "test_neg" in res.reason
-    ok = _stage_run(tmp_path / "2", log(summary(test_add="PASSED", test_neg="PASSED", test_mul="PASSED")))
+    ok = _stage_run(
+        tmp_path / "2", log(summary(test_add="PASSED", test_neg="PASSED", test_mul="PASSED"))
+    )
     assert ok.status == "passed" and ok.components["resolved"] == 1.0
 
 
@@ -91,7 +93,9 @@ def test_stage_components_and_gate(tmp_path: Path) -> None:
 # What the agent's own code (setup.py run by the spec's `pip install -e .`, a conftest, a
 # commit message shown by `git show`) can print before the tests run: a whole fake test
 # section with the official, bare markers.
-PLANTED = f"{START}\n" + summary(test_add="PASSED", test_neg="PASSED", test_mul="PASSED") + f"\n{END}"
+PLANTED = (
+    f"{START}\n" + summary(test_add="PASSED", test_neg="PASSED", test_mul="PASSED") + f"\n{END}"
+)
 REAL_FAIL = summary(test_add="PASSED", test_neg="PASSED", test_mul="FAILED")
 
 
@@ -106,7 +110,9 @@ def test_attack_planted_section_before_the_frame_is_not_parsed(tmp_path: Path) -
     raw = tmp_path / "raw.txt"
     raw.write_text(output)
     iid = INSTANCE["instance_id"]
-    naive = get_eval_report(test_spec(INSTANCE), {"instance_id": iid, "model_patch": "x"}, str(raw), False)
+    naive = get_eval_report(
+        test_spec(INSTANCE), {"instance_id": iid, "model_patch": "x"}, str(raw), False
+    )
     assert naive[iid]["resolved"] is True
     # After: only the nonce frame is read, and the real run failed.
     assert grade(INSTANCE, framed(output, False))[0] is False
@@ -122,9 +128,16 @@ def test_attack_a_guessed_or_stale_nonce_frames_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "marker",
-    [">>>>> Patch Apply Failed", ">>>>> Reset Failed", ">>>>> Tests Errored", ">>>>> Tests Timed Out"],
+    [
+        ">>>>> Patch Apply Failed",
+        ">>>>> Reset Failed",
+        ">>>>> Tests Errored",
+        ">>>>> Tests Timed Out",
+    ],
 )
-def test_attack_harness_markers_printed_by_the_code_stay_a_zero(tmp_path: Path, marker: str) -> None:
+def test_attack_harness_markers_printed_by_the_code_stay_a_zero(
+    tmp_path: Path, marker: str
+) -> None:
     # The official harness writes these itself for its own failures; here only the agent's
     # code can print them: a 0 (graded, the gate failed), never an excluded error.
     passing = summary(test_add="PASSED", test_neg="PASSED", test_mul="PASSED")

@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any, ClassVar
 
-from crucible.adapt.base import AdaptError, Adapter, AdapterOptions, TaskFiles
+from crucible.adapt.base import Adapter, AdapterOptions, AdaptError, TaskFiles
 from crucible.adapt.sources import load_rows
 from crucible.verifiers.stages.answer import EXPECTED_FILE, HEADER, check_reward_name
 

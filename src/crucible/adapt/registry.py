@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
-from crucible.adapt.base import AdaptError, Adapter
+from crucible.adapt.base import Adapter, AdaptError
 
 GROUP = "crucible.adapters"
 BUILTIN: dict[str, str] = {
@@ -34,11 +34,15 @@ def adapter_class(name: str) -> type[Adapter]:
     else:
         ep = next((e for e in entry_points(group=GROUP) if e.name == name), None)
         if ep is None:
-            raise AdaptError(f"unknown adapter {name!r}", hint=f"adapters: {', '.join(adapter_names())}")
+            raise AdaptError(
+                f"unknown adapter {name!r}", hint=f"adapters: {', '.join(adapter_names())}"
+            )
         try:
             found = ep.load()
         except Exception as exc:  # a lab's package that does not import: say so, and why
-            raise AdaptError(f"adapter {name!r} ({ep.value}) could not be loaded: {exc!r}"[:500]) from exc
+            raise AdaptError(
+                f"adapter {name!r} ({ep.value}) could not be loaded: {exc!r}"[:500]
+            ) from exc
     if not (isinstance(found, type) and issubclass(found, Adapter)) or found.name != name:
         raise AdaptError(f"adapter {name!r} does not name an Adapter subclass called {name!r}")
     return found

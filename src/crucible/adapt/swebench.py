@@ -20,7 +20,7 @@ import json
 import shlex
 from typing import Any, ClassVar
 
-from crucible.adapt.base import AdaptError, Adapter, AdapterOptions, TaskFiles
+from crucible.adapt.base import Adapter, AdapterOptions, AdaptError, TaskFiles
 from crucible.adapt.sources import load_rows
 from crucible.verifiers.stages.swebench import BEGIN_TAG, END, INSTANCE_FILE, START
 

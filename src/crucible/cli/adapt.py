@@ -21,8 +21,9 @@ adapt_app = typer.Typer(
 )
 
 SourceArg = typer.Argument(
-    ..., help="A local JSONL (or JSON list) or Parquet file, or a dataset name OWNER/NAME "
-    "loaded with the datasets library (needs a reachable hub)."
+    ...,
+    help="A local JSONL (or JSON list) or Parquet file, or a dataset name OWNER/NAME "
+    "loaded with the datasets library (needs a reachable hub).",
 )
 OutOpt = typer.Option(..., "--out", "-o", help="The folder the task folders are written into.")
 
@@ -58,7 +59,9 @@ def _run(name: str, source: str, out: Path, options: dict[str, Any], as_json: bo
             for p in t.problems:
                 console.print(f"    {escape(p)}", highlight=False)
         bad = len(report.invalid)
-        console.print(f"{len(report.tasks) - bad} task(s) written to {escape(str(out))}, {bad} invalid")
+        console.print(
+            f"{len(report.tasks) - bad} task(s) written to {escape(str(out))}, {bad} invalid"
+        )
     if report.invalid:
         raise typer.Exit(ExitCode.ERROR)
 

@@ -90,7 +90,7 @@ class AnswerStage(Stage):
     async def run(self, ctx: StageContext) -> StageResult:
         fn = reward_fn(self.spec.reward)
         expected = _expected(ctx)
-        head, sep, answer = ctx.test_output.partition("\n")
+        head, _sep, answer = ctx.test_output.partition("\n")
         if head != HEADER:
             raise VerifierFailed("the answer's test printed no header: it did not run")
         value = fn(answer[:MAX_ANSWER_CHARS], expected)
