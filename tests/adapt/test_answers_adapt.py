@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.helpers.attack_tasks import attack_trial
 from typer.testing import CliRunner
 
 from crucible.adapt.base import AdaptError
@@ -21,7 +22,6 @@ from crucible.errors import TaskInvalid
 from crucible.records.submission import TextSubmission
 from crucible.tasks.loader import load_task
 from crucible.verifiers.stages.answer import check_reward_name, exact, numeric, reward_fn
-from tests.helpers.attack_tasks import attack_trial
 
 ROWS = [{"id": "q1", "question": "What is 6 * 7?", "solution": "42"}]
 
