@@ -104,6 +104,7 @@ def test_parquet_source(tmp_path: Path) -> None:
     assert load_rows(str(tmp_path / "i.parquet"))[0]["instance_id"] == "django__django-11099"
 
 
+@pytest.mark.slow  # importing datasets takes ~20 s on a loaded machine
 def test_a_dataset_name_without_a_hub_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
