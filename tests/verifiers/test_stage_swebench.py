@@ -166,3 +166,20 @@ def test_a_host_without_the_instances_spec_is_task_invalid(tmp_path: Path) -> No
 
     with pytest.raises(TaskInvalid, match="no spec or log parser"):
         test_spec({**INSTANCE, "version": "0.0-none"})
+
+
+def test_launch_refuses_a_task_the_host_cannot_grade(tmp_path: Path) -> None:
+    from crucible.verifiers.pipeline import stage_problems
+
+    root = tmp_path / "t"
+    (root / "tests").mkdir(parents=True)
+    (root / "task.toml").write_text(
+        'schema_version = "1.1"\n[[metadata.crucible.stages]]\nkind = "swebench"\n'
+    )
+    (root / "instruction.md").write_text("x\n")
+    (root / "tests" / "test.sh").write_text("#!/bin/bash\n")
+    assert "swebench-instance.json" in stage_problems(load_task(root))[0]
+    (root / "tests" / INSTANCE_FILE).write_text(json.dumps({**INSTANCE, "version": "0.0"}))
+    assert "no spec or log parser" in stage_problems(load_task(root))[0]
+    (root / "tests" / INSTANCE_FILE).write_text(json.dumps(INSTANCE))
+    assert stage_problems(load_task(root)) == []

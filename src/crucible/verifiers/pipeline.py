@@ -95,7 +95,10 @@ def declared(task: Task) -> tuple[CrucibleMeta, list[Stage]]:
                 f"{task.name}: stage #{i + 1} ({kind}): role {spec.role!r} is not one of "
                 f"{', '.join(cls.roles)}"
             )
-        stages.append(cls(spec))
+        stage = cls(spec)
+        for problem in stage.task_problems(task):
+            raise TaskInvalid(f"{task.name}: stage #{i + 1} ({kind}): {problem}")
+        stages.append(stage)
     names = [s.name for s in stages]
     if len(set(names)) != len(names) or "script" in names:
         raise TaskInvalid(f"{task.name}: stage names must be unique and not 'script': {names}")

@@ -89,6 +89,11 @@ class Stage(ABC):
         """The Modal contracts this stage requires of the submission (none by default)."""
         return []
 
+    def task_problems(self, task: Task) -> list[str]:
+        """What makes this stage unable to grade `task` at all, found at launch (and by
+        `crucible tasks check`) before any sandbox starts: none by default."""
+        return []
+
     def status(self, ok: bool) -> StageStatus:
         """What a verdict means for this stage's role: a score stage never zeroes."""
         if ok or self.role == "score":

@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 
 from crucible.errors import TaskInvalid, VerifierFailed
 from crucible.records.verifier import StageResult, StageRole
+from crucible.tasks.models import Task
 from crucible.verifiers.stages.base import Stage, StageContext, StageSpec
 
 INSTANCE_FILE = "swebench-instance.json"  # under the task's tests/, written by the adapter
@@ -178,6 +179,15 @@ class SwebenchStage(Stage):
     default_role: ClassVar[StageRole] = "gate"
     roles: ClassVar[tuple[StageRole, ...]] = ("gate", "score")
     spec_type: ClassVar[type[StageSpec]] = SwebenchSpec
+
+    def task_problems(self, task: Task) -> list[str]:
+        """The instance file is there and the host's swebench knows its repository and
+        version (else every trial of the task would end task_invalid)."""
+        try:
+            test_spec(read_instance(task.tests_dir))
+        except TaskInvalid as exc:
+            return [f"{exc.message} ({exc.hint})" if exc.hint else exc.message]
+        return []
 
     async def run(self, ctx: StageContext) -> StageResult:
         instance = read_instance(ctx.task.tests_dir)
