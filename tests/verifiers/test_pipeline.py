@@ -154,7 +154,7 @@ async def test_a_bad_table_refuses_the_launch_before_a_sandbox(tmp_path: Path) -
     assert refused.value.error == "task_invalid"
     ((path, (problem,)),) = seen
     assert path == task and "unknown kind 'lint'" in problem.message
-    assert "kinds: contracts, io, judge" in problem.message
+    assert "kinds: answer, contracts, io, judge, swebench" in problem.message
     assert not (tmp_path / "jobs").exists()  # nothing created: no job, no trial, no sandbox
     checked = runner.invoke(app, ["tasks", "check", str(task), "--json"])
     assert checked.exit_code == 1, checked.output
@@ -242,7 +242,7 @@ def test_entry_point_kinds_are_named_and_a_broken_one_says_why(
 ) -> None:
     with pytest.raises(TaskInvalid) as unknown:
         Pipeline.for_task(load_task(make_task(tmp_path / "a", MARKER.replace("marker", "mark"))))
-    assert unknown.value.hint == "kinds: broken, contracts, io, judge, marker"
+    assert unknown.value.hint == "kinds: answer, broken, contracts, io, judge, marker, swebench"
     broken = make_task(tmp_path / "b", '[[metadata.crucible.stages]]\nkind = "broken"\n')
     with pytest.raises(TaskInvalid, match=r"lab_stages:Nothing.*could not be loaded"):
         Pipeline.for_task(load_task(broken))

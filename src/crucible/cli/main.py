@@ -37,6 +37,7 @@ COMMAND_MODULES = [
     "modal",
     "serve",
     "generate",
+    "adapt",
 ]
 
 for _name in COMMAND_MODULES:

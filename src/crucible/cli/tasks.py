@@ -135,16 +135,9 @@ def check(
     last lines and keeps its trial folders (the path is printed). Exit 3 if a
     path names no task, 1 if any task is invalid or flagged; warnings alone exit 0.
     """
-    from crucible.tasks.dataset import check_tasks
-    from crucible.tasks.problems import Problem
-    from crucible.verifiers.pipeline import stage_problems
+    from crucible.engine.checks import checked_tasks
 
-    checks = check_tasks(paths, include, exclude, host_env(task_env, task_env_file, as_json))
-    for c in checks:  # verifier stages, declared in [metadata]: tasks/ does not read them
-        if c.task is not None:
-            c.problems += [
-                Problem(path=c.path / "task.toml", message=m) for m in stage_problems(c.task)
-            ]
+    checks = checked_tasks(paths, include, exclude, host_env(task_env, task_env_file, as_json))
     summary = _summary(checks)
     runs = _run_checks(checks, env, env_param, concurrency, keep_dir, as_json) if run else None
     if as_json:

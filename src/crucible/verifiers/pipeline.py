@@ -95,7 +95,10 @@ def declared(task: Task) -> tuple[CrucibleMeta, list[Stage]]:
                 f"{task.name}: stage #{i + 1} ({kind}): role {spec.role!r} is not one of "
                 f"{', '.join(cls.roles)}"
             )
-        stages.append(cls(spec))
+        stage = cls(spec)
+        for problem in stage.task_problems(task):
+            raise TaskInvalid(f"{task.name}: stage #{i + 1} ({kind}): {problem}")
+        stages.append(stage)
     names = [s.name for s in stages]
     if len(set(names)) != len(names) or "script" in names:
         raise TaskInvalid(f"{task.name}: stage names must be unique and not 'script': {names}")
@@ -148,9 +151,12 @@ class Pipeline:
         log: FileLog,
         *,
         trace: str | None = None,
+        test_output: str = "",
+        test_output_cut: bool = False,
     ) -> None:
         """Run the stages on `graded` (whose rewards the test script gave) and set its
-        stages and final rewards. Raises the error of a stage that could not run."""
+        stages and final rewards; `test_output`: test.sh's stdout as the host captured it.
+        Raises the error of a stage that could not run."""
         script = dict(graded.rewards or {})
         graded.script_rewards = dict(script)
         submission = await fetch(list(self.submission_paths))
@@ -162,6 +168,7 @@ class Pipeline:
                 f"submission: not found, not a regular file or cut: {submission.missing[:10]}"
             )
         ctx = StageContext(self.task, submission, script, self.required_contracts, trace)
+        ctx.test_output, ctx.test_output_cut = test_output, test_output_cut
         ctx.earlier.append(await ScriptStage(graded.exit_code).run(ctx))
         graded.stages = ctx.earlier
         for stage in self.stages:

@@ -19,7 +19,9 @@ from crucible.verifiers.stages.base import Stage
 
 GROUP = "crucible.stages"
 BUILTIN: dict[str, str] = {
+    "answer": "crucible.verifiers.stages.answer:AnswerStage",
     "contracts": "crucible.verifiers.stages.contracts:ContractsStage",
+    "swebench": "crucible.verifiers.stages.swebench:SwebenchStage",
     "io": "crucible.verifiers.stages.io:IoStage",
     "judge": "crucible.verifiers.stages.judge:JudgeStage",
 }

@@ -36,7 +36,7 @@ from crucible.engine.spec import verifier_spec
 from crucible.records.tamper import TamperPolicy
 from crucible.records.trial import StepResult, TrialResult
 from crucible.records.verifier import VerifierResult
-from crucible.sandboxes.base import Provider, Sandbox
+from crucible.sandboxes.base import ExecResult, Provider, Sandbox
 from crucible.sandboxes.ratelimit import StartGate
 from crucible.store.layout import LOGS_ARTIFACTS, LOGS_VERIFIER, VERIFIER_DIR, collected_dir
 from crucible.store.logs import FileLog
@@ -162,20 +162,26 @@ class Grader:
             pipeline.reward_range,
         )
         if submission is not None:
-            await self._stages(pipeline, verifier, submission)
+            await self._stages(pipeline, verifier, submission, res)
         return Graded(verifier, mode, submission)
 
     async def _stages(
-        self, pipeline: Pipeline, verifier: VerifierResult, submission: Submission
+        self,
+        pipeline: Pipeline,
+        verifier: VerifierResult,
+        submission: Submission,
+        res: ExecResult,
     ) -> None:
         """The task's host-side stages (verifiers/pipeline.py) gate, score or veto the
-        rewards just read, on the submission taken before grading. A stage that cannot
-        run raises its error kind from here."""
+        rewards just read, on the submission taken before grading, with test.sh's stdout
+        as the grading exec returned it. A stage that cannot run raises its error kind."""
 
         async def fetch(paths: list[str]) -> Submission:
             return submission
 
-        await pipeline.run(verifier, fetch, self.log)
+        await pipeline.run(
+            verifier, fetch, self.log, test_output=res.stdout, test_output_cut=res.truncated
+        )
 
     def _record(self, step: StepSection | None) -> TrialResult | StepResult:
         """Where this grading is recorded: the trial's record, or its step's (the last of

@@ -47,7 +47,8 @@ class StageSpec(BaseModel):
 @dataclass
 class StageContext:
     """What a host-side stage reads. `trace`: a runtime trace of the submission, when a
-    stage before it (or a runtime) recorded one; the judge passes it on."""
+    stage before it (or a runtime) recorded one; the judge passes it on. `test_output`:
+    what the script stage printed (the swebench stage parses it)."""
 
     task: Task
     submission: Submission
@@ -55,6 +56,10 @@ class StageContext:
     required_contracts: list[str] = field(default_factory=list)
     trace: str | None = None
     earlier: list[StageResult] = field(default_factory=list)
+    # test.sh's stdout as the host captured it from the grading exec (capped at the exec's
+    # output cap; `test_output_cut` when it was cut): never a file the sandbox wrote.
+    test_output: str = ""
+    test_output_cut: bool = False
 
 
 class Stage(ABC):
@@ -82,6 +87,11 @@ class Stage(ABC):
     @property
     def required_contracts(self) -> list[str]:
         """The Modal contracts this stage requires of the submission (none by default)."""
+        return []
+
+    def task_problems(self, task: Task) -> list[str]:
+        """What makes this stage unable to grade `task` at all, found at launch (and by
+        `crucible tasks check`) before any sandbox starts: none by default."""
         return []
 
     def status(self, ok: bool) -> StageStatus:

@@ -1,0 +1,1 @@
+"""Benchmarks and datasets from their sources, adapted into Harbor task folders."""

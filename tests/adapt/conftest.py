@@ -1,0 +1,3 @@
+from tests.helpers.providers import provider_env
+
+__all__ = ["provider_env"]
