@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from crucible.cli.main import app
 from crucible.llm.pricing import cost_usd
+from crucible.records.trajectory import load_trajectory
 from crucible.store.layout import iter_trial_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,9 +66,7 @@ def test_job_grades_hello_file_with_usage_and_cost(
     assert ar.n_turns == 3
     assert fake_openai.request_headers[0]["Authorization"] == "Bearer sk-e2e"
     trial_dir = tmp_path / "jobs" / str(summary["job_id"]) / trial.trial_name
-    assert (
-        json.loads((trial_dir / "agent" / "trajectory.json").read_text())["status"] == "submitted"
-    )
+    assert load_trajectory(trial_dir / "agent").status == "submitted"
     # The key is nowhere in what the job wrote.
     for f in (tmp_path / "jobs").rglob("*"):
         if f.is_file() and f.suffix != ".sqlite":
