@@ -46,7 +46,6 @@ class TerminalConfig(AgentOptions):
     request_timeout_sec: float = Field(default=600.0, gt=0)
     price_table: Path | None = None
     system_prompt: str | None = None
-    # Sampling and RL: sent as given; extra_body is merged into each request last.
     top_p: float | None = Field(default=None, ge=0, le=1)
     top_k: int | None = None
     min_p: float | None = Field(default=None, ge=0, le=1)
@@ -55,14 +54,12 @@ class TerminalConfig(AgentOptions):
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     repetition_penalty: float | None = None
-    n: int | None = Field(default=None, ge=1, le=1)  # one rollout follows one choice
+    n: int | None = Field(default=None, ge=1, le=1)
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    collect_tokens: bool = False  # keep token ids and logprobs per turn (vLLM, SGLang)
-    # Turn handling and limits: a rollout ending on one of them is the agent's failure (graded).
-    max_format_errors: int = Field(default=3, ge=1)  # consecutive replies without a usable action
+    collect_tokens: bool = False
+    max_format_errors: int = Field(default=3, ge=1)
     max_cost_usd: float | None = Field(default=None, gt=0)
-    max_total_tokens: int | None = Field(default=None, gt=0)  # prompt + completion, all turns
-    # Context: trim in large steps, down to this fraction of the window, so the prefix holds.
+    max_total_tokens: int | None = Field(default=None, gt=0)
     trim_to_fraction: float = Field(default=0.5, gt=0, lt=1)
     context_strategy: ContextStrategy = "trim"
     trajectory_cap_bytes: int = Field(default=32 * 1024 * 1024, ge=8192)
