@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.helpers.fake_openai import FakeOpenAI, Step, bash, submit, text, tool
+from tests.helpers.terminal_agent import WRITE_HELLO, agent_for
 
 from crucible.agents.base import AgentContext
 from crucible.agents.registry import get_agent
@@ -20,44 +21,14 @@ from crucible.engine.trial import run_trial
 from crucible.errors import ModelFailed
 from crucible.llm.pricing import cost_usd
 from crucible.records.trajectory import load_trajectory
-from crucible.sandboxes.base import Sandbox, SandboxSpec
+from crucible.sandboxes.base import Sandbox
 from crucible.sandboxes.local.provider import LocalProvider
-from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
 
 
 def traj_of(agent_dir: Path) -> dict[str, Any]:
     """The trajectory record of an agent/ folder, as JSON (read from its append-only log)."""
     return load_trajectory(agent_dir).model_dump(mode="json")
-
-
-ROOT = Path(__file__).resolve().parents[2]
-HELLO = ROOT / "examples" / "tasks" / "hello-file"
-WRITE_HELLO = "printf 'Hello, crucible!\\n' > /app/hello.txt"
-
-
-@pytest.fixture(scope="module")
-def hello_task() -> Task:
-    return load_task(HELLO)
-
-
-@pytest.fixture
-async def sandbox(hello_task: Task) -> AsyncIterator[Sandbox]:
-    provider = LocalProvider()
-    sb = await provider.create(
-        SandboxSpec(task_name=hello_task.name, workdir=hello_task.workdir, network="none")
-    )
-    try:
-        yield sb
-    finally:
-        await sb.close()
-        await provider.aclose()
-
-
-def agent_for(server: FakeOpenAI, **kw: Any) -> TerminalAgent:
-    kw.setdefault("model", "gpt-4o")
-    kw.setdefault("model_api_key_env", "CRUCIBLE_TEST_ABSENT_KEY")
-    return TerminalAgent(model_base_url=server.url, **kw)
 
 
 def ctx_for(task: Task, sandbox: Sandbox, tmp_path: Path, timeout: float = 60.0) -> AgentContext:

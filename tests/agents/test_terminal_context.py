@@ -4,52 +4,23 @@ trim (or summary) records what the model saw after it. Scripted server, real loc
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from tests.helpers.fake_openai import FakeOpenAI, Step, bash, submit, text
+from tests.helpers.terminal_agent import agent_for
 
 from crucible.agents.base import AgentContext
 from crucible.agents.terminal.agent import TerminalAgent
 from crucible.agents.terminal.rollout import SUMMARY_PROMPT
 from crucible.records.trajectory import load_trajectory
-from crucible.sandboxes.base import Sandbox, SandboxSpec
-from crucible.sandboxes.local.provider import LocalProvider
-from crucible.tasks.loader import load_task
+from crucible.sandboxes.base import Sandbox
 from crucible.tasks.models import Task
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture(scope="module")
-def hello_task() -> Task:
-    return load_task(ROOT / "examples" / "tasks" / "hello-file")
-
-
-@pytest.fixture
-async def sandbox(hello_task: Task) -> AsyncIterator[Sandbox]:
-    provider = LocalProvider()
-    sb = await provider.create(
-        SandboxSpec(task_name=hello_task.name, workdir=hello_task.workdir, network="none")
-    )
-    try:
-        yield sb
-    finally:
-        await sb.close()
-        await provider.aclose()
-
-
-def agent_for(server: FakeOpenAI, **kw: Any) -> TerminalAgent:
-    return TerminalAgent(
-        model="gpt-4o",
-        model_api_key_env="CRUCIBLE_TEST_ABSENT_KEY",
-        model_base_url=server.url,
-        context_window=6000,
-        max_output_tokens=500,
-        **kw,
-    )
+def windowed(server: FakeOpenAI, **kw: Any) -> TerminalAgent:
+    return agent_for(server, context_window=6000, max_output_tokens=500, **kw)
 
 
 def output_cmd(i: int) -> str:
@@ -67,7 +38,7 @@ async def test_sixty_turns_with_trimming_keep_a_stable_prefix_between_trims(
     ctx = AgentContext(
         task=hello_task, sandbox=sandbox, logs_dir=tmp_path / "agent", timeout_sec=300.0
     )
-    result = await agent_for(fake_openai, max_turns=60).run(ctx)
+    result = await windowed(fake_openai, max_turns=60).run(ctx)
     assert result.error is None and result.n_turns == 60
     sent = [r["messages"] for r in fake_openai.requests]
     breaks = [k for k in range(1, len(sent)) if not is_prefix(sent[k - 1], sent[k])]
@@ -98,7 +69,7 @@ async def test_summary_replaces_old_turns_in_one_recorded_call(
     ctx = AgentContext(
         task=hello_task, sandbox=sandbox, logs_dir=tmp_path / "agent", timeout_sec=300.0
     )
-    result = await agent_for(fake_openai, context_strategy="summarize").run(ctx)
+    result = await windowed(fake_openai, context_strategy="summarize").run(ctx)
     assert result.error is None and result.n_turns == 25
     assert summaries and "tools" not in summaries[0]
     traj = load_trajectory(tmp_path / "agent")

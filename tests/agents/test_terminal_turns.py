@@ -4,12 +4,13 @@ scripted server in real local (bubblewrap) sandboxes."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.helpers.fake_openai import FakeOpenAI, Step, bash, submit, text, tool
+from tests.helpers.terminal_agent import WRITE_HELLO, agent_for
 
 from crucible.agents.base import AgentContext
 from crucible.agents.terminal.agent import TerminalAgent
@@ -19,41 +20,23 @@ from crucible.engine.trial import run_trial
 from crucible.llm.client import ModelClient, ModelConfig
 from crucible.llm.reply import ChatReply
 from crucible.records.trajectory import TRAJECTORY_LOG, load_trajectory
-from crucible.sandboxes.base import Sandbox, SandboxSpec
+from crucible.sandboxes.base import Sandbox
 from crucible.sandboxes.local.provider import LocalProvider
-from crucible.tasks.loader import load_task
 from crucible.tasks.models import Task
-
-ROOT = Path(__file__).resolve().parents[2]
-WRITE_HELLO = "printf 'Hello, crucible!\\n' > /app/hello.txt"
-
-
-@pytest.fixture(scope="module")
-def hello_task() -> Task:
-    return load_task(ROOT / "examples" / "tasks" / "hello-file")
-
-
-@pytest.fixture
-async def sandbox(hello_task: Task) -> AsyncIterator[Sandbox]:
-    provider = LocalProvider()
-    sb = await provider.create(
-        SandboxSpec(task_name=hello_task.name, workdir=hello_task.workdir, network="none")
-    )
-    try:
-        yield sb
-    finally:
-        await sb.close()
-        await provider.aclose()
-
-
-def agent_for(server: FakeOpenAI, **kw: Any) -> TerminalAgent:
-    kw.setdefault("model", "gpt-4o")
-    kw.setdefault("model_api_key_env", "CRUCIBLE_TEST_ABSENT_KEY")
-    return TerminalAgent(model_base_url=server.url, **kw)
 
 
 def ctx_for(task: Task, sandbox: Sandbox, logs: Path) -> AgentContext:
     return AgentContext(task=task, sandbox=sandbox, logs_dir=logs, timeout_sec=120.0)
+
+
+def recorded(outputs: list[str], then: Step) -> Callable[[dict[str, Any]], Step]:
+    """A step that first keeps the latest message the model was shown."""
+
+    def step(body: dict[str, Any]) -> Step:
+        outputs.append(str(body["messages"][-1]["content"]))
+        return then
+
+    return step
 
 
 def last(body: dict[str, Any]) -> dict[str, Any]:
@@ -214,18 +197,10 @@ async def test_cd_and_exports_persist_and_environment_is_stated(
     fake_openai: FakeOpenAI, hello_task: Task, sandbox: Sandbox, tmp_path: Path
 ) -> None:
     outputs: list[str] = []
-
-    def seen(then: Step) -> Any:
-        def step(body: dict[str, Any]) -> Step:
-            outputs.append(str(body["messages"][-1]["content"]))
-            return then
-
-        return step
-
     fake_openai.push(
         bash("mkdir -p /tmp/w/sub && cd /tmp/w/sub && export GREETING='hi there' && exit 4"),
-        seen(bash('pwd; echo "$GREETING"; echo "$PAGER $DEBIAN_FRONTEND"')),
-        seen(submit()),
+        recorded(outputs, bash('pwd; echo "$GREETING"; echo "$PAGER $DEBIAN_FRONTEND"')),
+        recorded(outputs, submit()),
     )
     result = await agent_for(fake_openai).run(ctx_for(hello_task, sandbox, tmp_path / "agent"))
     assert result.error is None
@@ -243,19 +218,11 @@ async def test_attack_a_hostile_state_file_is_data_never_code(
     # from repairing them. Sourcing state (the obvious design) would run it next call.
     hostile = "trap - EXIT; for f in /tmp/.crucible-shell-*; do printf '%s\\n' 'touch /tmp/pwned; exit 9' > $f; done"
     shown: list[str] = []
-
-    def after(then: Step) -> Any:
-        def step(body: dict[str, Any]) -> Step:
-            shown.append(str(body["messages"][-1]["content"]))
-            return then
-
-        return step
-
     fake_openai.push(
         bash("cd /tmp && export A=1"),
         bash(hostile),
-        after(bash("ls /tmp/pwned 2>&1; echo next")),
-        after(submit()),
+        recorded(shown, bash("ls /tmp/pwned 2>&1; echo next")),
+        recorded(shown, submit()),
     )
     result = await agent_for(fake_openai).run(ctx_for(hello_task, sandbox, tmp_path / "agent"))
     assert result.error is None
