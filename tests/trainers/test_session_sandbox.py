@@ -50,6 +50,8 @@ async def test_terminal_agent_solves_a_task_in_a_session(
                 await sandbox.read_file("/app/none.txt")
             with pytest.raises(PermissionError):  # never sent: the service picks the user
                 await sandbox.exec("id", user="root")
+            with pytest.raises(NotImplementedError, match="no route"):
+                await sandbox.kill_all()
             graded = await sandbox.grade()
             assert graded.reward == 1.0
             assert load_trajectory(tmp_path / "agent").status == "submitted"

@@ -11,7 +11,8 @@
 
 Every call is the session's HTTP API (serve/session_routes.py): exec, upload,
 download, grade, close. Commands run as the task's agent user, which the service
-chooses: a request for another user (root) is refused here, never sent. The
+chooses (`agent_user=` says which, e.g. task.config.agent.user): a request for
+another user, or for root when it is not given, is refused here, never sent. The
 service caps what one exec returns; the sandbox's network is what the task says,
 which the session does not report, so it is given (`network=`, default none).
 """
@@ -74,7 +75,11 @@ class SessionSandbox(Sandbox):
         user: str | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> ExecResult:
-        if user is not None and user != self.agent_user:
+        if (
+            user is not None
+            and user != self.agent_user
+            and (self.agent_user is not None or user in ("root", "0"))
+        ):
             raise PermissionError(
                 f"a session runs commands as the task's agent user only, not {user!r}"
             )
@@ -121,8 +126,9 @@ class SessionSandbox(Sandbox):
                 await asyncio.to_thread(_place, dst, name[len(base) :], data)
 
     async def kill_all(self) -> None:
-        # The agent user's own processes: all the session lets this side reach.
-        await self.exec("kill -KILL -1 2>/dev/null; true", timeout=30)
+        raise NotImplementedError(
+            "a session has no route to kill its processes: grade it, then close it"
+        )
 
     async def grade(self, grade_id: str | None = None) -> GradeResult:
         """Grade what the rollout left (the session's grade route)."""
