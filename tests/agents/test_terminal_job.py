@@ -43,9 +43,12 @@ def test_job_grades_hello_file_with_usage_and_cost(
         bash("printf 'Hello, crucible!\\n' > /app/hello.txt"),
         submit(cached_tokens=20),
     )
-    summary = run_job(fake_openai, tmp_path / "jobs")
+    rl = ["--agent-kwarg", "top_p=0.5", "--agent-kwarg", 'extra_body={"min_tokens": 2}']
+    summary = run_job(fake_openai, tmp_path / "jobs", *rl)
     assert summary["outcomes"] == {"graded": 1}
     assert summary["mean_reward"] == 1.0
+    # sampling options and extra_body from the CLI reach every request
+    assert all(r["top_p"] == 0.5 and r["min_tokens"] == 2 for r in fake_openai.requests)
 
     (trial,) = iter_trial_results(tmp_path / "jobs" / str(summary["job_id"]))
     assert trial.reward == 1.0
