@@ -66,7 +66,7 @@ class Event(BaseModel):
 
 
 class Trajectory(BaseModel):
-    schema_version: int = 1
+    schema_version: int = 2  # 2: turn metrics, nudges, trim records; the append-only log
     agent: str
     agent_version: str
     model: str
