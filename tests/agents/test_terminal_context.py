@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.helpers.fake_openai import FakeOpenAI, Step, bash, submit, text
 from tests.helpers.terminal_agent import agent_for
 
@@ -31,6 +32,7 @@ def is_prefix(a: list[Any], b: list[Any]) -> bool:
     return len(a) <= len(b) and b[: len(a)] == a
 
 
+@pytest.mark.slow
 async def test_sixty_turns_with_trimming_keep_a_stable_prefix_between_trims(
     fake_openai: FakeOpenAI, hello_task: Task, sandbox: Sandbox, tmp_path: Path
 ) -> None:
