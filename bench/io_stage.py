@@ -19,12 +19,13 @@ import statistics
 import time
 from pathlib import Path
 
+from crucible.verifiers.stages.ioenv import pyenv
+
 from crucible.sandboxes.local.oneshot import OneShotSpec, run_oneshot
 from crucible.tasks.loader import load_task
 from crucible.verifiers.pipeline import declared
 from crucible.verifiers.stages.base import StageContext
 from crucible.verifiers.stages.io import IoStage
-from crucible.verifiers.stages.ioenv import pyenv
 from crucible.verifiers.submission import Submission
 
 TASK = Path(__file__).resolve().parents[1] / "examples" / "translation" / "power-iteration-gpu"

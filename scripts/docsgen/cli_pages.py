@@ -67,6 +67,27 @@ TERMINAL_HELP = {
     "max_retries": "Retries of a failed model request.",
     "request_timeout_sec": "Timeout of one model request.",
     "system_prompt": "Replaces the agent's system prompt.",
+    "top_p": "Sent as the request's `top_p` (sampling options pass through as given).",
+    "top_k": "Sent as `top_k` (vLLM, SGLang).",
+    "min_p": "Sent as `min_p` (vLLM, SGLang).",
+    "seed": "Sent as `seed`.",
+    "stop": "Sent as `stop`: a string or a JSON list.",
+    "presence_penalty": "Sent as `presence_penalty`.",
+    "frequency_penalty": "Sent as `frequency_penalty`.",
+    "repetition_penalty": "Sent as `repetition_penalty` (vLLM, SGLang).",
+    "n": "Sent as `n`; only 1 (a rollout follows one choice).",
+    "extra_body": "JSON object merged into every request last (server-specific fields).",
+    "collect_tokens": "Ask for logprobs and token ids and keep them per turn "
+    "(`turns[i].metrics`), as the server sent them.",
+    "max_format_errors": "Replies in a row without a usable action before the rollout "
+    "ends `format_errors`.",
+    "max_cost_usd": "End the rollout `cost_limit` once its cost reaches this.",
+    "max_total_tokens": "End the rollout `token_limit` once prompt + completion tokens reach this.",
+    "trim_to_fraction": "A trim cuts the context down to this fraction of the window.",
+    "context_strategy": "`trim`, or `summarize`: replace dropped turns with a summary "
+    "made in one model call.",
+    "trajectory_cap_bytes": "Cap of agent/trajectory.jsonl; past it a `truncated` line, "
+    "then only the final status.",
 }
 
 

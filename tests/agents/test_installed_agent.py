@@ -207,6 +207,15 @@ def test_options_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOPE_KEY", raising=False)
     with pytest.raises(ValueError, match="NOPE_KEY"):
         CommandAgent(template="codex", model_api_key_env="NOPE_KEY")
+    # codex exec and mini have no turn limit: max_turns is refused, never silently dropped.
+    for name in ("codex", "mini-swe-agent"):
+        with pytest.raises(ValueError, match="cannot honour max_turns=5"):
+            CommandAgent(template=name, max_turns=5)
+    with pytest.raises(ValueError, match="custom command has no turn limit"):
+        CommandAgent(command_template="run-it", max_turns=5)
+    assert "--max-turns 5" in CommandAgent(template="claude-code", max_turns=5).run_command.replace(
+        "{max_turns_flag}", "--max-turns 5"
+    )
 
 
 def test_usage_parsers() -> None:

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from crucible.cli.main import app
 from crucible.llm.pricing import cost_usd
+from crucible.records.trajectory import load_trajectory
 from crucible.store.layout import iter_trial_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,9 +43,12 @@ def test_job_grades_hello_file_with_usage_and_cost(
         bash("printf 'Hello, crucible!\\n' > /app/hello.txt"),
         submit(cached_tokens=20),
     )
-    summary = run_job(fake_openai, tmp_path / "jobs")
+    rl = ["--agent-kwarg", "top_p=0.5", "--agent-kwarg", 'extra_body={"min_tokens": 2}']
+    summary = run_job(fake_openai, tmp_path / "jobs", *rl)
     assert summary["outcomes"] == {"graded": 1}
     assert summary["mean_reward"] == 1.0
+    # sampling options and extra_body from the CLI reach every request
+    assert all(r["top_p"] == 0.5 and r["min_tokens"] == 2 for r in fake_openai.requests)
 
     (trial,) = iter_trial_results(tmp_path / "jobs" / str(summary["job_id"]))
     assert trial.reward == 1.0
@@ -65,9 +69,7 @@ def test_job_grades_hello_file_with_usage_and_cost(
     assert ar.n_turns == 3
     assert fake_openai.request_headers[0]["Authorization"] == "Bearer sk-e2e"
     trial_dir = tmp_path / "jobs" / str(summary["job_id"]) / trial.trial_name
-    assert (
-        json.loads((trial_dir / "agent" / "trajectory.json").read_text())["status"] == "submitted"
-    )
+    assert load_trajectory(trial_dir / "agent").status == "submitted"
     # The key is nowhere in what the job wrote.
     for f in (tmp_path / "jobs").rglob("*"):
         if f.is_file() and f.suffix != ".sqlite":

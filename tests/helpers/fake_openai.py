@@ -41,6 +41,10 @@ class Step:
     raw_body: str | None = None  # sent verbatim (malformed replies)
     headers: dict[str, str] = field(default_factory=dict)
     error: dict[str, Any] | None = None  # body {"error": ...} for a non-200
+    finish_reason: str | None = None  # None: "tool_calls" with calls, else "stop"
+    message_extra: dict[str, Any] = field(default_factory=dict)  # e.g. reasoning_content
+    choice_extra: dict[str, Any] = field(default_factory=dict)  # e.g. logprobs, token_ids
+    reply_extra: dict[str, Any] = field(default_factory=dict)  # e.g. prompt_token_ids
 
 
 StepSource = Step | Callable[[dict[str, Any]], "Step"]
@@ -112,6 +116,7 @@ class FakeOpenAI:
         self.model_list_requests = 0
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
+        self.responses: list[str] = []  # the bodies of the 200 replies, as sent
         self.reported_usage = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
         self.n_ok = 0
         self.exhausted = False
@@ -285,6 +290,7 @@ class FakeOpenAI:
         message: dict[str, Any] = {"role": "assistant", "content": step.content}
         if calls:
             message["tool_calls"] = calls
+        message.update(step.message_extra)
         if step.usage is not None:
             usage = dict(step.usage)
         else:
@@ -310,11 +316,20 @@ class FakeOpenAI:
             "object": "chat.completion",
             "model": body.get("model", "fake"),
             "choices": [
-                {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": step.finish_reason or ("tool_calls" if calls else "stop"),
+                    **step.choice_extra,
+                }
             ],
             "usage": usage,
+            **step.reply_extra,
         }
-        return 200, step.headers, json.dumps(reply)
+        sent = json.dumps(reply)
+        with self._lock:
+            self.responses.append(sent)
+        return 200, step.headers, sent
 
 
 @pytest.fixture

@@ -12,6 +12,9 @@ import httpx
 import pytest
 from tests.helpers.jobs import JobFactory, T
 
+from crucible.agents.terminal.trajectory import TrajectoryLog
+from crucible.records.trajectory import Trajectory, Turn
+from crucible.records.trial import utcnow
 from crucible.reports.viewer import ViewerServer
 
 TRAJ = [
@@ -105,6 +108,26 @@ def test_instruction_copy_in_trial_folder_wins(
     (jobs_dir / "done" / "alpha__0" / "instruction.md").write_text("the copy as run")
     trial = client.get("/api/jobs/done/trials/alpha__0").json()
     assert trial["instruction"]["text"] == "the copy as run"
+
+
+def test_shows_the_terminal_agents_append_only_log(
+    client: httpx.Client, built_jobs: None, jobs_dir: Path
+) -> None:
+    agent_dir = jobs_dir / "done" / "alpha__1" / "agent"
+    t = Trajectory(
+        agent="terminal", agent_version="1", model="m", base_url="u", task="alpha", mode="tools"
+    )
+    t.messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+    t.turns.append(
+        Turn(index=0, started_at=utcnow(), mode="tools", metrics={"token_ids": [1, 2, 3]})
+    )
+    t.status = "submitted"
+    TrajectoryLog(agent_dir, cap_bytes=1 << 20).sync(t, finished=True)
+    trial = client.get("/api/jobs/done/trials/alpha__1").json()
+    shown = trial["trajectory"]
+    assert shown["status"] == "submitted" and shown["messages"][1]["content"] == "go"
+    assert shown["turns"][0]["metrics"] == {"token_ids": "[3 items]"}  # not the ids themselves
+    assert all(f["name"] != "trajectory.jsonl" for f in trial["agent_logs"])
 
 
 def test_follows_a_running_job(client: httpx.Client, built_jobs: None, jobs_dir: Path) -> None:

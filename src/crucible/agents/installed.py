@@ -226,6 +226,13 @@ class CommandAgent(Agent):
         self.run_command = self.config.command_template or (
             self.template.run if self.template else ""
         )
+        if self.config.max_turns is not None and "{max_turns_flag}" not in self.run_command:
+            # codex exec and mini have no turn-limit flag: refuse rather than ignore it.
+            raise ValueError(
+                f"max_turns: the {self.config.template or 'custom'} command has no turn limit "
+                "(no {max_turns_flag} in its template), so crucible cannot honour "
+                f"max_turns={self.config.max_turns}; drop it, or bound the run with a timeout"
+            )
         try:  # a bad placeholder fails now, not once per trial
             render(self.run_command, self._placeholders("/app"))
         except (KeyError, IndexError, ValueError) as exc:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import os
 import random
 import time
@@ -38,6 +37,15 @@ from crucible.llm.errors import (
     RequestRefused,
     ToolsUnsupported,
 )
+from crucible.llm.reply import (
+    ChatClient,
+    ChatReply,
+    ToolCall,
+    parse_reply,
+    reasoning_of,
+    token_fields,
+)
+from crucible.llm.reply import Retryable as _Retryable
 from crucible.records.live import trial_budget
 from crucible.records.text import storable
 from crucible.records.usage import Usage
@@ -59,7 +67,9 @@ class ModelConfig:
     backoff_base_sec: float = 1.0
     backoff_max_sec: float = 60.0
     retry_after_max_sec: float = 300.0  # a day-long Retry-After is not waited out
-    extra_body: dict[str, Any] = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict)  # top_p, seed, stop, ...: sent as given
+    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into the body last
+    collect_tokens: bool = False  # ask for logprobs and token ids (vLLM, SGLang) and keep them
 
     @property
     def url(self) -> str:
@@ -67,54 +77,8 @@ class ModelConfig:
         return base if base.endswith("/chat/completions") else base + "/chat/completions"
 
 
-@dataclass
-class ToolCall:
-    id: str
-    name: str
-    arguments: str  # raw JSON text, as the model wrote it
-
-    def parsed_arguments(self) -> dict[str, Any] | None:
-        """The arguments as a dict, or None when the model wrote invalid JSON."""
-        try:
-            value = storable(json.loads(self.arguments or "{}"))
-        except json.JSONDecodeError:
-            return None
-        return value if isinstance(value, dict) else None
-
-    def to_message(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments},
-        }
-
-
-@dataclass
-class ChatReply:
-    content: str | None
-    tool_calls: list[ToolCall]
-    finish_reason: str | None
-    usage: Usage
-    latency_sec: float
-    attempts: int  # HTTP requests it took (1 = no retry)
-    started_at: datetime
-
-    def to_message(self) -> dict[str, Any]:
-        """The assistant message to append to the conversation."""
-        msg: dict[str, Any] = {"role": "assistant", "content": self.content or ""}
-        if self.tool_calls:
-            msg["tool_calls"] = [tc.to_message() for tc in self.tool_calls]
-        return msg
-
-
 class _UseMaxCompletionTokens(Exception):
     """OpenAI's reasoning models refuse `max_tokens` and want `max_completion_tokens`."""
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -152,50 +116,11 @@ def _error_text(response: httpx.Response) -> str:
     return text[:2000]
 
 
-def _parse_reply(data: Any) -> tuple[str | None, list[ToolCall], str | None, Usage]:
-    """Pull the first choice out of a reply; raise _Retryable when it is malformed."""
-    if not isinstance(data, dict):
-        raise _Retryable("reply is not a JSON object")
-    if "error" in data and not data.get("choices"):
-        raise _Retryable(f"reply carries an error: {str(data['error'])[:500]}")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _Retryable("reply has no choices")
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
-        raise _Retryable("reply's first choice has no message")
-    content = message.get("content")
-    if content is not None and not isinstance(content, str):
-        # Some servers send content parts; keep their text.
-        if isinstance(content, list):
-            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        else:
-            raise _Retryable("reply's message content is neither text nor parts")
-    calls: list[ToolCall] = []
-    raw_calls = message.get("tool_calls") or []
-    if not isinstance(raw_calls, list):
-        raise _Retryable("reply's tool_calls is not a list")
-    for i, raw in enumerate(raw_calls):
-        fn = raw.get("function") if isinstance(raw, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise _Retryable("reply has a tool call without a function name")
-        args = fn.get("arguments")
-        if isinstance(args, dict):  # some servers send parsed arguments
-            args = json.dumps(args)
-        calls.append(
-            ToolCall(id=str(raw.get("id") or f"call_{i}"), name=fn["name"], arguments=args or "")
-        )
-    usage = data.get("usage")
-    return (
-        content,
-        calls,
-        choices[0].get("finish_reason"),
-        Usage.from_openai(usage if isinstance(usage, dict) else None),
-    )
+__all__ = ["ChatClient", "ChatReply", "ModelClient", "ModelConfig", "ToolCall"]
 
 
 class ModelClient:
-    """One endpoint and model; `chat()` is one completion with retries."""
+    """One endpoint and model; `chat()` is one completion with retries (a ChatClient)."""
 
     def __init__(self, config: ModelConfig, *, transport: httpx.AsyncBaseTransport | None = None):
         self.config = config
@@ -233,6 +158,10 @@ class ModelClient:
             body["temperature"] = self.config.temperature
         if self.config.max_output_tokens is not None:
             body[self._max_tokens_key] = self.config.max_output_tokens
+        body.update(self.config.sampling)
+        if self.config.collect_tokens:
+            body.setdefault("logprobs", True)
+            body.setdefault("return_token_ids", True)  # vLLM >= 0.10.2; others ignore it
         body.update(self.config.extra_body)
         return body
 
@@ -291,8 +220,10 @@ class ModelClient:
                 raise ContextOverflow(said)
             if any(m in said.lower() for m in REFUSAL_MARKERS):
                 raise ContentRefused(f"model endpoint refused the prompt: {said[:500]}", status=200)
-        content, calls, finish, usage = _parse_reply(data)
+        content, calls, finish, usage = parse_reply(data)
         return ChatReply(
+            reasoning_content=reasoning_of(data),
+            tokens=token_fields(data, data["choices"][0]) if self.config.collect_tokens else {},
             content=content,
             tool_calls=calls,
             finish_reason=finish,

@@ -20,6 +20,7 @@ from crucible.metrics.aggregate import group_metrics, task_metrics
 from crucible.metrics.model import MetricOptions
 from crucible.metrics.records import record_from_result
 from crucible.records.job import JobConfig, JobSummary
+from crucible.records.trajectory import TRAJECTORY_LOG, load_trajectory
 from crucible.records.trial import TrialResult
 from crucible.store.layout import (
     AGENT_DIR,
@@ -34,7 +35,8 @@ from crucible.store.logs import TRIAL_LOG, read_lines
 from crucible.store.trial_load import RESULT, BadRecord, Skipped, load_trial_result
 
 TEXT_CAP = 512 * 1024  # bytes of one file shown inline
-TRAJECTORY_CAP = 8 * 1024 * 1024
+TRAJECTORY_CAP = 8 * 1024 * 1024  # an old trajectory.json
+TRAJECTORY_LOG_CAP = 40 * 1024 * 1024  # the append-only log (its writer caps it at 32 MiB)
 
 
 class ApiError(Exception):
@@ -285,7 +287,7 @@ class ViewerAPI:
             "timings": timings,
             "instruction": self._instruction(jdir, cfg, task, tdir) if task else None,
             "trajectory": self._trajectory(tdir),
-            "agent_logs": self._texts(tdir / AGENT_DIR, skip={TRAJECTORY_FILE})
+            "agent_logs": self._texts(tdir / AGENT_DIR, skip={TRAJECTORY_FILE, TRAJECTORY_LOG})
             + self._texts(collected_dir(tdir, LOGS_AGENT), base=tdir),
             "verifier": self._texts(tdir / VERIFIER_DIR)
             + self._texts(collected_dir(tdir, LOGS_VERIFIER), base=tdir),
@@ -301,6 +303,21 @@ class ViewerAPI:
         }
 
     def _trajectory(self, tdir: Path) -> Any:
+        log = tdir / AGENT_DIR / TRAJECTORY_LOG
+        if log.is_file() and not log.is_symlink():
+            if log.stat().st_size > TRAJECTORY_LOG_CAP:
+                return {"truncated": True, "size": log.stat().st_size}
+            try:
+                traj = load_trajectory(log)
+            except (ValueError, KeyError, TypeError):
+                return read_text_capped(log)
+            data = traj.model_dump(mode="json")
+            for turn in data["turns"]:  # token ids and logprobs are for trainers, not the page
+                turn["metrics"] = {
+                    k: f"[{len(v)} items]" if isinstance(v, list | dict) else v
+                    for k, v in turn["metrics"].items()
+                }
+            return data
         p = tdir / AGENT_DIR / TRAJECTORY_FILE
         if not p.is_file():
             return None

@@ -52,7 +52,7 @@ AGENT_DIR = "agent"
 VERIFIER_DIR = "verifier"
 SANDBOX_DIR = "sandbox"
 COLLECT_MANIFEST = "manifest.json"  # in SANDBOX_DIR, beside (never inside) what was collected
-TRAJECTORY_FILE = "trajectory.json"  # in AGENT_DIR: the terminal agent's record, crucible's own
+TRAJECTORY_FILE = "trajectory.json"  # in AGENT_DIR: the terminal agent's record, older runs
 # The sandbox folders a trial collects (to <trial>/sandbox/logs/...).
 LOGS_AGENT = "/logs/agent"
 LOGS_VERIFIER = "/logs/verifier"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import secrets
+import shlex
 import time
 from collections.abc import Callable
 from typing import Any
 
 from crucible.agents.base import AgentContext
-from crucible.agents.terminal.config import TerminalConfig
+from crucible.agents.terminal.config import NONINTERACTIVE_ENV, TerminalConfig
 from crucible.agents.terminal.tools import TextAction, docs_args_from_text, format_exec, run_docs
 from crucible.llm.client import ToolCall
 from crucible.records.trajectory import RAW_OUTPUT_CAP, Action
@@ -24,6 +26,8 @@ class Actions:
         self.ctx = ctx
         self.remaining = remaining
         self.bash_cmd: list[str] | None = None
+        # The shell's state between calls: data files in the sandbox, never run as code.
+        self.state = f"/tmp/.crucible-shell-{secrets.token_hex(6)}"
 
     async def tool_call(self, call: ToolCall, after_submit: bool) -> tuple[Action, bool]:
         """The action a tool call makes, and whether it is the submission."""
@@ -73,8 +77,11 @@ class Actions:
         if self.bash_cmd is None:
             probe = await self.ctx.sandbox.exec(["sh", "-c", "command -v bash"], timeout=30)
             self.bash_cmd = ["bash", "-c"] if probe.ok and probe.stdout.strip() else ["sh", "-c"]
+        env = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in NONINTERACTIVE_ENV.items())
         # stderr joins stdout so the model sees them interleaved, as in a terminal.
-        return [*self.bash_cmd, "exec 2>&1\n" + command]
+        if self.bash_cmd[0] != "bash":
+            return [*self.bash_cmd, env + "exec 2>&1\n" + command]
+        return [*self.bash_cmd, env + shell_state_prelude(self.state) + "exec 2>&1\n" + command]
 
     async def bash(self, command: str, timeout_arg: Any) -> Action:
         timeout = self.cfg.command_timeout_sec
@@ -122,3 +129,25 @@ class Actions:
             started_at=started,
             duration_sec=time.monotonic() - t0,
         )
+
+
+def shell_state_prelude(state: str) -> str:
+    """Bash that restores the last call's directory and exported variables, and saves them on exit.
+
+    The state is data (a NUL-separated NAME=value list and a path), read with
+    `read` and `export`/`cd`, never sourced: whatever a command writes there
+    cannot run as code in the next call, and none of it reaches the host.
+    The command's exit code is kept: the EXIT trap exits with it.
+    """
+    q = shlex.quote(state)
+    return (
+        f"if [ -r {q}.cwd ]; then IFS= read -r -d '' __c < {q}.cwd; cd -- \"$__c\" 2>/dev/null; fi\n"
+        f"if [ -r {q}.env ]; then while IFS= read -r -d '' __kv; do "
+        'case $__kv in [A-Za-z_]*=*) export -- "$__kv" 2>/dev/null;; esac; '
+        f"done < {q}.env; fi\n"
+        "unset __c __kv\n"
+        "trap '__rc=$?; for __n in $(compgen -e); do case $__n in PWD|OLDPWD|SHLVL|_) ;; "
+        f'*) printf "%s=%s\\0" "$__n" "${{!__n}}";; esac; done > {q}.env.tmp 2>/dev/null '
+        f'&& mv -f {q}.env.tmp {q}.env 2>/dev/null; printf "%s\\0" "$PWD" > {q}.cwd 2>/dev/null; '
+        "exit $__rc' EXIT\n"
+    )

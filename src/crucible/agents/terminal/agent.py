@@ -3,11 +3,18 @@
 The loop: the model sees a system prompt and the task instruction, runs
 commands through the `bash` tool (or ```bash blocks on endpoints without
 function calling, detected automatically), reads each command's output cut
-to a budget, and ends by calling `submit` (or by replying without a
-command). Limits: turns, the context window (old outputs elided, old turns
-dropped) and wall time. The endpoint failing is infrastructure (ModelFailed
-propagates, the trial ends model_failed); the model running out of turns,
-time or context is a failure at the task (AgentResult.error, still graded).
+to a budget, and ends by calling `submit`; a reply without a usable action
+is answered with a nudge. Limits: turns, the context window (trimmed in
+large steps, or summarised), wall time, consecutive format errors, and
+optionally cost and tokens. The endpoint failing is infrastructure
+(ModelFailed propagates, the trial ends model_failed); the model running out
+of turns, time, context or budget is a failure at the task (AgentResult.error,
+still graded).
+
+A trainer can drive it in-process: `TerminalAgent(model=..., client=obj)`
+with any object that has ModelClient's `chat`/`aclose`/`n_calls`/`n_retries`
+(llm.reply.ChatClient); sampling options, `extra_body` and `collect_tokens`
+pass through to the requests.
 """
 
 from __future__ import annotations
@@ -21,18 +28,23 @@ from crucible.agents.base import Agent, AgentContext
 from crucible.agents.terminal.config import TerminalConfig
 from crucible.agents.terminal.rollout import Rollout
 from crucible.llm.client import ModelClient, ModelConfig, resolve_base_url
-from crucible.llm.pricing import ModelPrice, default_price_table, load_price_table
+from crucible.llm.pricing import ModelPrice, cost_usd, default_price_table, load_price_table
+from crucible.llm.reply import ChatClient
 from crucible.records.trial import AgentInfo, AgentResult, ModelInfo
+from crucible.records.usage import Usage
 
 
 class TerminalAgent(Agent):
     name = "terminal"
     version = "1"
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, client: ChatClient | None = None, **options: Any) -> None:
         if not options.get("model"):
             raise ValueError("the terminal agent needs a model (--model NAME)")
-        options = {**options, "model_base_url": resolve_base_url(options.get("model_base_url"))}
+        self._client = client  # a trainer's own client: it owns the endpoint and its lifetime
+        given = options.get("model_base_url")
+        base = (given or "http://in-process.invalid/v1") if client is not None else None
+        options = {**options, "model_base_url": base or resolve_base_url(given)}
         try:
             self.config = TerminalConfig.model_validate(options)
         except ValidationError as exc:
@@ -49,8 +61,18 @@ class TerminalAgent(Agent):
             if self.config.price_table
             else default_price_table()
         )
+        if (
+            self.config.max_cost_usd is not None
+            and cost_usd(self.config.model, Usage(), self._prices) is None
+        ):
+            raise ValueError(
+                f"max_cost_usd needs a price for model {self.config.model!r}; "
+                "give one with price_table=FILE"
+            )
 
-    def model_endpoint(self) -> tuple[str, str]:
+    def model_endpoint(self) -> tuple[str, str] | None:
+        if self._client is not None:
+            return None
         return self.config.model_base_url, self.config.model_api_key_env
 
     def info(self) -> AgentInfo:
@@ -63,6 +85,8 @@ class TerminalAgent(Agent):
 
     async def run(self, ctx: AgentContext) -> AgentResult:
         cfg = self.config
+        if self._client is not None:
+            return await Rollout(self.info(), cfg, self._prices, ctx, self._client).loop()
         client = ModelClient(
             ModelConfig(
                 model=cfg.model,
@@ -72,10 +96,12 @@ class TerminalAgent(Agent):
                 max_output_tokens=cfg.max_output_tokens,
                 max_retries=cfg.max_retries,
                 request_timeout_sec=cfg.request_timeout_sec,
+                sampling=cfg.sampling(),
+                extra_body=dict(cfg.extra_body),
+                collect_tokens=cfg.collect_tokens,
             )
         )
-        run = Rollout(self.info(), cfg, self._prices, ctx, client)
         try:
-            return await run.loop()
+            return await Rollout(self.info(), cfg, self._prices, ctx, client).loop()
         finally:
             await client.aclose()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -11,6 +12,19 @@ from crucible.agents.base import AgentOptions
 from crucible.llm.client import DEFAULT_API_KEY_ENV
 
 ToolMode = Literal["auto", "tools", "text"]
+ContextStrategy = Literal["trim", "summarize"]
+# Request fields passed through as sampling options (--agent-kwarg top_p=0.9 and the like).
+SAMPLING_KEYS = (
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "n",
+)
 
 
 class TerminalConfig(AgentOptions):
@@ -32,6 +46,38 @@ class TerminalConfig(AgentOptions):
     request_timeout_sec: float = Field(default=600.0, gt=0)
     price_table: Path | None = None
     system_prompt: str | None = None
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = None
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    seed: int | None = None
+    stop: list[str] | str | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    n: int | None = Field(default=None, ge=1, le=1)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    collect_tokens: bool = False
+    max_format_errors: int = Field(default=3, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    trim_to_fraction: float = Field(default=0.5, gt=0, lt=1)
+    context_strategy: ContextStrategy = "trim"
+    trajectory_cap_bytes: int = Field(default=32 * 1024 * 1024, ge=8192)
+
+    @field_validator("extra_body", "stop", mode="before")
+    @classmethod
+    def _json_text(cls, value: Any) -> Any:
+        # --agent-kwarg gives text: extra_body='{"return_tokens_as_token_ids": true}'.
+        if isinstance(value, str) and value.lstrip().startswith(("{", "[")):
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"not valid JSON: {exc}") from None
+        return value
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling options that were set, as request fields."""
+        return {k: getattr(self, k) for k in SAMPLING_KEYS if getattr(self, k) is not None}
 
     @field_validator("docs_index")
     @classmethod
@@ -51,10 +97,12 @@ SYSTEM_TOOLS = """\
 You are an autonomous agent solving a task inside a Linux sandbox. There is no user to answer \
 questions: work on your own until the task is done.
 
-You act through tools. `bash` runs one shell command in {workdir} with bash and returns its exit \
-code and combined output (long output is cut in the middle to {budget} characters). Every call \
-is a fresh shell: files persist between calls, but `cd` and variables do not, so chain with `&&` \
-or use absolute paths. Avoid interactive programs and commands that never exit.{docs}
+{environment}
+
+You act through tools. `bash` runs one shell command with bash and returns its exit code and \
+combined output (long output is cut in the middle to {budget} characters). The first call starts \
+in {workdir}; the working directory and exported variables carry over to the next call. \
+{noninteractive}{docs}
 
 Work step by step: look around, make the change, check that it works. When the task is complete, \
 call `submit`."""
@@ -69,11 +117,48 @@ Each reply: think briefly, then give exactly one shell command in a fenced block
 ls -la
 ```
 
-It runs with bash in {workdir} and you will see its exit code and combined output (long output \
-is cut in the middle to {budget} characters). Every command is a fresh shell: files persist, but \
-`cd` and variables do not. Avoid interactive programs and commands that never exit.{docs}
+{environment}
+
+It runs with bash (the first one in {workdir}) and you will see its exit code and combined output \
+(long output is cut in the middle to {budget} characters). The working directory and exported \
+variables carry over to the next command. {noninteractive}{docs}
 
 When the task is complete, reply with the word SUBMIT on a line of its own and no code block."""
+
+NONINTERACTIVE = (
+    "Commands run without a terminal and with no input: avoid interactive programs and "
+    "commands that never exit (PAGER, GIT_PAGER and the like are set so pagers do not wait). "
+    "To run a server, start it in the background with its output in a file, e.g. "
+    "`nohup python -m http.server 8000 > /tmp/server.log 2>&1 &`, then check it with a "
+    "separate command."
+)
+
+# Set for every command (the model may override them): nothing waits for a keypress.
+NONINTERACTIVE_ENV: dict[str, str] = {
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    "MANPAGER": "cat",
+    "SYSTEMD_PAGER": "",
+    "LESS": "-R",
+    "TERM": "dumb",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "PIP_NO_INPUT": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "NO_COLOR": "1",
+    "PYTHONUNBUFFERED": "1",
+    "CI": "1",
+}
+
+
+def environment_line(os_name: str, user: str, workdir: str, network: bool) -> str:
+    net = (
+        "The sandbox has network access."
+        if network
+        else "The sandbox has NO network access: nothing can be downloaded or installed from the internet."
+    )
+    return f"Environment: {os_name}, user {user}, working directory {workdir}. {net}"
+
 
 DOCS_TOOLS_LINE = (
     "\n\n`docs` searches the documentation of the libraries involved (action=query with keys) and "

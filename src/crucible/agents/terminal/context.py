@@ -2,9 +2,11 @@
 
 Tokens are estimated from characters, with the ratio calibrated on the
 prompt sizes the server reports. When the estimate passes the limit, the
+context is cut in one large step, down to `fraction` of the limit: the
 oldest tool outputs are elided first, then the oldest turns are dropped
 whole; the system prompt and the instruction always stay, and so does the
-latest turn. When even that cannot fit, `CannotFit` is raised and the agent
+latest turn. Between two such trims the conversation only grows, so the
+prompt prefix (and the server's prefix cache) holds. When even that cannot fit, `CannotFit` is raised and the agent
 ends with a `context_overflow` error.
 """
 
@@ -38,8 +40,11 @@ class TrimReport:
 
 
 class ContextBudget:
-    def __init__(self, window: int | None, max_output_tokens: int | None) -> None:
+    def __init__(
+        self, window: int | None, max_output_tokens: int | None, fraction: float = 0.5
+    ) -> None:
         self.window = window
+        self.fraction = fraction
         reserve = max_output_tokens or (min(4096, window // 4) if window else 0)
         self.limit: int | None = window - reserve - 64 if window else None
         if self.limit is not None and self.limit <= 0:
@@ -63,8 +68,22 @@ class ContextBudget:
         sent = self.estimate(messages)
         self.limit = int(sent * 0.75) if self.limit is None else min(self.limit, int(sent * 0.75))
 
-    def fits(self, messages: list[dict[str, Any]]) -> bool:
-        return self.limit is None or self.estimate(messages) <= self.limit
+    def fits(self, messages: list[dict[str, Any]], fraction: float = 1.0) -> bool:
+        return self.limit is None or self.estimate(messages) <= self.limit * fraction
+
+    def droppable(self, messages: list[dict[str, Any]]) -> int:
+        """How many messages after the head a trim would drop whole (for a summary of them)."""
+        groups = _turn_groups(messages)
+        probe = [*messages[:HEAD], *messages[groups[-1][0] :]] if groups else messages
+        if len(groups) < 2 or not self.fits(probe, self.fraction):
+            return 0
+        keep = len(groups) - 1
+        while keep > 0:  # the most recent turns that fit beside the head
+            start = groups[len(groups) - keep][0]
+            if self.fits([*messages[:HEAD], *messages[start:]], self.fraction):
+                return start - HEAD
+            keep -= 1
+        return groups[-1][0] - HEAD
 
     def trim(self, messages: list[dict[str, Any]]) -> TrimReport:
         """Trim `messages` in place until it fits; raise CannotFit when it cannot."""
@@ -72,6 +91,7 @@ class ContextBudget:
         if self.fits(messages):
             return report
         groups = _turn_groups(messages)
+        goal = self.fraction  # one large step, so the next trim is many turns away
         # 1. Elide tool outputs, oldest first, all but the latest turn.
         for start, end in groups[:-1]:
             for msg in messages[start:end]:
@@ -80,10 +100,10 @@ class ContextBudget:
                 ):
                     msg["content"] = ELIDED
                     report.elided += 1
-                    if self.fits(messages):
+                    if self.fits(messages, goal):
                         return report
         # 2. Drop whole turns, oldest first, all but the latest.
-        while len(_turn_groups(messages)) > 1 and not self.fits(messages):
+        while len(_turn_groups(messages)) > 1 and not self.fits(messages, goal):
             start, end = _turn_groups(messages)[0]
             del messages[start:end]
             report.dropped_turns += 1
@@ -125,6 +145,16 @@ def _turn_groups(messages: list[dict[str, Any]]) -> list[tuple[int, int]]:
 
 
 _NOTE = "\n\n[Note: {n} earlier turn(s) were removed to fit the context window.]"
+
+
+def note_summary(messages: list[dict[str, Any]], n_dropped: int, summary: str) -> None:
+    """Replace the `n_dropped` messages after the head with a summary, folded into the instruction."""
+    del messages[HEAD : HEAD + n_dropped]
+    instruction = messages[HEAD - 1]
+    base = str(instruction.get("content") or "").split("\n\n[Note: ", 1)[0]
+    instruction["content"] = (
+        base + f"\n\n[Note: earlier turns were replaced by this summary of them:]\n{summary}"
+    )
 
 
 def _note_dropped(messages: list[dict[str, Any]], n: int) -> None:

@@ -1,9 +1,11 @@
 """One rollout of the terminal agent: the conversation, its limits and its record.
 
-Each turn is one model call and the actions it asks for (actions.py). The
-context is trimmed to the window before each call; an endpoint that refuses
+Each turn is one model call and the actions it asks for (turns.py,
+actions.py). The context is trimmed to the window before each call, in
+large steps (or summarised in one model call); an endpoint that refuses
 function calling, or a model that writes commands as text, switches the
-rollout to the plain-text protocol.
+rollout to the plain-text protocol. The record is appended to
+agent/trajectory.jsonl after every turn (trajectory.py).
 """
 
 from __future__ import annotations
@@ -18,19 +20,35 @@ from crucible.agents.terminal.actions import Actions
 from crucible.agents.terminal.config import (
     DOCS_TEXT_LINE,
     DOCS_TOOLS_LINE,
+    NONINTERACTIVE,
     SYSTEM_TEXT,
     SYSTEM_TOOLS,
     TerminalConfig,
 )
-from crucible.agents.terminal.context import CannotFit, ContextBudget
+from crucible.agents.terminal.context import CannotFit, ContextBudget, note_summary
 from crucible.agents.terminal.tools import DOCS_TOOL, SUBMIT_TOOL, bash_tool, parse_text_reply
-from crucible.agents.terminal.trajectory import save_trajectory
+from crucible.agents.terminal.trajectory import TRAJECTORY_LOG, TrajectoryLog
+from crucible.agents.terminal.turns import as_text_message, environment_facts, text_turn, tool_turn
 from crucible.errors import ModelFailed
-from crucible.llm.client import ChatReply, ContextOverflow, ModelClient, ToolCall, ToolsUnsupported
+from crucible.llm.client import ContextOverflow, ToolsUnsupported
 from crucible.llm.pricing import ModelPrice, cost_usd
-from crucible.records.trajectory import Action, Event, Trajectory, Turn
+from crucible.llm.reply import ChatClient, ChatReply
+from crucible.records.trajectory import Event, Trajectory, Turn
 from crucible.records.trial import AgentError, AgentInfo, AgentResult, utcnow
 from crucible.records.usage import Usage
+
+SUMMARY_PROMPT = (
+    "Summarise the work so far on the task below for your own later use: what was tried, "
+    "what was learned (paths, commands, errors, results), and what remains. Be concise."
+)
+
+
+class _Stop(Exception):
+    """The rollout ends with an agent error (graded)."""
+
+    def __init__(self, error: AgentError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 class Rollout:
@@ -42,18 +60,23 @@ class Rollout:
         cfg: TerminalConfig,
         prices: dict[str, ModelPrice],
         ctx: AgentContext,
-        client: ModelClient,
+        client: ChatClient,
     ) -> None:
         self.cfg = cfg
         self.prices = prices
         self.ctx = ctx
         self.client = client
         self.mode: Literal["tools", "text"] = "text" if self.cfg.tool_mode == "text" else "tools"
-        self.budget = ContextBudget(self.cfg.context_window, self.cfg.max_output_tokens)
+        self.budget = ContextBudget(
+            self.cfg.context_window, self.cfg.max_output_tokens, self.cfg.trim_to_fraction
+        )
         self.deadline = time.monotonic() + ctx.timeout_sec
         self.usage = Usage()
         self.cost: float | None = 0.0
+        self.format_errors = 0
+        self.environment = ""
         self.actions = Actions(cfg, ctx, self._remaining)
+        self.log = TrajectoryLog(ctx.logs_dir, cfg.trajectory_cap_bytes)
         self.traj = Trajectory(
             agent=agent.name,
             agent_version=agent.version,
@@ -63,11 +86,7 @@ class Rollout:
             mode=self.mode,
             config=self.cfg.model_dump(mode="json", exclude={"system_prompt"}),
         )
-        self.context: list[dict[str, Any]] = [
-            {"role": "system", "content": self._system_prompt()},
-            {"role": "user", "content": ctx.task.instruction},
-        ]
-        self.traj.messages = [dict(m) for m in self.context]
+        self.context: list[dict[str, Any]] = []
 
     # -- set-up -------------------------------------------------------------
     def _system_prompt(self) -> str:
@@ -78,8 +97,21 @@ class Rollout:
         if self.cfg.docs_index is not None:
             docs = DOCS_TOOLS_LINE if self.mode == "tools" else DOCS_TEXT_LINE
         return template.format(
-            workdir=self.ctx.task.workdir, budget=self.cfg.output_budget_chars, docs=docs
+            workdir=self.ctx.task.workdir,
+            budget=self.cfg.output_budget_chars,
+            docs=docs,
+            environment=self.environment,
+            noninteractive=NONINTERACTIVE,
         )
+
+    async def _start(self) -> None:
+        if not self.cfg.system_prompt:
+            self.environment = await environment_facts(self.ctx)
+        self.context = [
+            {"role": "system", "content": self._system_prompt()},
+            {"role": "user", "content": self.ctx.task.instruction},
+        ]
+        self.traj.messages = [dict(m) for m in self.context]
 
     def _tools(self) -> list[dict[str, Any]] | None:
         if self.mode != "tools":
@@ -95,15 +127,15 @@ class Rollout:
     def _remaining(self) -> float:
         return self.deadline - time.monotonic()
 
-    def _event(self, kind: str, detail: str) -> None:
-        self.traj.events.append(Event(kind=kind, detail=detail))
+    def _event(self, kind: str, detail: str, **kw: Any) -> None:
+        self.traj.events.append(Event(kind=kind, detail=detail, **kw))
 
     def _switch_to_text(self, why: str) -> None:
         self.mode = "text"
         self.traj.mode = "text"
         self.context[0] = {"role": "system", "content": self._system_prompt()}
         self.traj.messages[0] = dict(self.context[0])
-        self.context[:] = [_as_text_message(m) for m in self.context]
+        self.context[:] = [as_text_message(m) for m in self.context]
         self._event("mode_switch", f"plain-text protocol: {why}")
 
     # -- the loop -------------------------------------------------------------
@@ -112,19 +144,16 @@ class Rollout:
         status = "submitted"
         n_turns = 0
         try:
+            await self._start()
             while True:
                 if n_turns >= self.cfg.max_turns:
-                    status = "turn_limit"
-                    error = AgentError(
-                        type="turn_limit", message=f"no submission after {n_turns} turns"
+                    raise _Stop(
+                        AgentError(
+                            type="turn_limit", message=f"no submission after {n_turns} turns"
+                        )
                     )
-                    break
                 if self._remaining() <= 1.0:
-                    status = "timeout"
-                    error = AgentError(
-                        type="timeout", message=f"wall time of {self.ctx.timeout_sec:g}s ran out"
-                    )
-                    break
+                    raise _Stop(self._timeout())
                 outcome = await self._turn(n_turns)
                 if outcome == "retry":
                     continue  # the request was adjusted (mode switch, trimmed context); not a turn
@@ -133,25 +162,23 @@ class Rollout:
                 self._save()
                 if outcome == "done":
                     break
+                self._check_limits()
         except _Stop as stop:
             status, error = stop.error.type, stop.error
         except ModelFailed as exc:
-            self.traj.status = "model_failed"
-            self.traj.error = AgentError(type="model_failed", message=exc.message)
-            self._save(finished=True)
+            self._save(
+                status="model_failed", error=AgentError(type="model_failed", message=exc.message)
+            )
             raise
         except asyncio.CancelledError:
-            self.traj.status = "cancelled"
-            self._save(finished=True)
+            self._save(status="cancelled")
             raise
         except Exception as exc:  # a sandbox failure or a bug: keep the record, then let it through
-            self.traj.status = "error"
-            self.traj.error = AgentError(type=type(exc).__name__, message=str(exc)[:500])
-            self._save(finished=True)
+            self._save(
+                status="error", error=AgentError(type=type(exc).__name__, message=str(exc)[:500])
+            )
             raise
-        self.traj.status = status
-        self.traj.error = error
-        self._save(finished=True)
+        self._save(status=status, error=error)
         return AgentResult(
             exit_code=0 if error is None else 1,
             error=error,
@@ -167,44 +194,105 @@ class Rollout:
                 "model_calls": self.client.n_calls,
                 "model_retries": self.client.n_retries,
                 "context_turns_dropped": self.budget.dropped_turns,
-                "trajectory": "trajectory.json",
+                "trajectory": TRAJECTORY_LOG,
+                "trajectory_bytes": self.log.bytes_written,
+                "trajectory_truncated": self.log.truncated,
             },
         )
 
-    def _save(self, finished: bool = False) -> None:
+    def _timeout(self) -> AgentError:
+        return AgentError(type="timeout", message=f"wall time of {self.ctx.timeout_sec:g}s ran out")
+
+    def _check_limits(self) -> None:
+        """The optional budgets: a rollout past one ends with its own reason (the agent's)."""
+        cfg = self.cfg
+        if self.format_errors >= cfg.max_format_errors:
+            raise _Stop(
+                AgentError(
+                    type="format_errors",
+                    message=f"{self.format_errors} replies in a row without a usable action",
+                )
+            )
+        if cfg.max_cost_usd is not None and self.cost is not None and self.cost >= cfg.max_cost_usd:
+            raise _Stop(
+                AgentError(
+                    type="cost_limit",
+                    message=f"cost ${self.cost:.4f} reached the limit ${cfg.max_cost_usd:g}",
+                )
+            )
+        used = self.usage.input_tokens + self.usage.output_tokens
+        if cfg.max_total_tokens is not None and used >= cfg.max_total_tokens:
+            raise _Stop(
+                AgentError(
+                    type="token_limit",
+                    message=f"{used} tokens reached the limit {cfg.max_total_tokens}",
+                )
+            )
+
+    def _save(self, status: str | None = None, error: AgentError | None = None) -> None:
         self.traj.usage = self.usage
         self.traj.cost_usd = self.cost
-        if finished:
+        if status is not None:
+            self.traj.status, self.traj.error = status, error
             self.traj.finished_at = utcnow()
         try:
-            save_trajectory(self.traj, self.ctx.logs_dir)
+            self.log.sync(self.traj, finished=status is not None)
         except OSError:
             pass  # the record is best effort; the rollout goes on
 
-    async def _call(self) -> ChatReply:
-        remaining = self._remaining()
+    async def _call(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> ChatReply:
         try:
             return await asyncio.wait_for(
-                self.client.chat(self.context, self._tools()), timeout=remaining
+                self.client.chat(messages, tools), timeout=self._remaining()
             )
         except TimeoutError:
-            raise _Stop(
-                AgentError(
-                    type="timeout", message=f"wall time of {self.ctx.timeout_sec:g}s ran out"
-                )
-            ) from None
+            raise _Stop(self._timeout()) from None
 
-    async def _turn(self, index: int) -> str:
-        """One model call and its actions: 'continue', 'done' or 'retry'."""
+    def _account(self, reply: ChatReply) -> float | None:
+        self.usage = self.usage + reply.usage
+        call_cost = cost_usd(self.cfg.model, reply.usage, self.prices)
+        self.cost = None if call_cost is None or self.cost is None else self.cost + call_cost
+        return call_cost
+
+    async def _fit(self) -> None:
+        """Trim (or summarise) the context when it passes the limit; record what the model sees."""
+        if self.budget.fits(self.context):
+            return
+        if self.cfg.context_strategy == "summarize" and (n := self.budget.droppable(self.context)):
+            transcript = json.dumps(self.context[2 : 2 + n], ensure_ascii=False)
+            ask = [
+                {"role": "system", "content": SUMMARY_PROMPT},
+                {
+                    "role": "user",
+                    "content": f"Task:\n{self.context[1]['content']}\n\nTranscript:\n{transcript}",
+                },
+            ]
+            reply = await self._call(ask, None)
+            self._account(reply)
+            note_summary(self.context, n, reply.content or "")
+            self._event(
+                "context_summary",
+                f"{n} message(s) replaced by a summary in one model call",
+                messages=json.loads(json.dumps(self.context)),
+                data={"summary": reply.content or "", "usage": reply.usage.model_dump()},
+            )
+            if self.budget.fits(self.context):
+                return
         try:
             report = self.budget.trim(self.context)
         except CannotFit as exc:
             raise _Stop(AgentError(type="context_overflow", message=str(exc))) from None
-        if report:
-            self._event(
-                "context_trim",
-                f"elided {report.elided} output(s), dropped {report.dropped_turns} turn(s)",
-            )
+        self._event(
+            "context_trim",
+            f"elided {report.elided} output(s), dropped {report.dropped_turns} turn(s)",
+            messages=json.loads(json.dumps(self.context)),
+        )
+
+    async def _turn(self, index: int) -> str:
+        """One model call and its actions: 'continue', 'done' or 'retry'."""
+        await self._fit()
         turn = Turn(
             index=index,
             started_at=utcnow(),
@@ -213,7 +301,7 @@ class Rollout:
             estimated_prompt_tokens=self.budget.estimate(self.context),
         )
         try:
-            reply = await self._call()
+            reply = await self._call(self.context, self._tools())
         except ToolsUnsupported as exc:
             if self.cfg.tool_mode != "auto" or self.mode == "text":
                 raise ModelFailed(f"the endpoint refused function calling: {exc}") from exc
@@ -230,92 +318,32 @@ class Rollout:
                 raise _Stop(AgentError(type="context_overflow", message=str(exc)[:500])) from None
             return "retry"
         self.budget.calibrate(self.context, reply.usage.input_tokens)
-        self.usage = self.usage + reply.usage
-        call_cost = cost_usd(self.cfg.model, reply.usage, self.prices)
-        self.cost = None if call_cost is None or self.cost is None else self.cost + call_cost
-        turn.usage, turn.cost_usd = reply.usage, call_cost
-        turn.latency_sec, turn.attempts, turn.finish_reason = (
-            reply.latency_sec,
-            reply.attempts,
-            reply.finish_reason,
-        )
+        turn.cost_usd = self._account(reply)
+        turn.usage, turn.latency_sec, turn.attempts = reply.usage, reply.latency_sec, reply.attempts
+        turn.finish_reason, turn.reasoning_content = reply.finish_reason, reply.reasoning_content
+        turn.metrics = dict(reply.tokens)
         message = reply.to_message()
         turn.assistant = message
         self.traj.turns.append(turn)
 
         if self.mode == "tools" and not reply.tool_calls and self.cfg.tool_mode == "auto":
-            actions, _ = parse_text_reply(reply.content or "")
-            if actions:  # the server took `tools` but the model wrote commands as text
+            found, _ = parse_text_reply(reply.content or "")
+            if found:  # the server took `tools` but the model wrote commands as text
                 self._switch_to_text("the model answered with command blocks instead of tool calls")
                 turn.mode = "text"
-        self._append(message)
+        self.context.append(message)
+        recorded = dict(message)
+        if reply.reasoning_content:  # kept in the record; not sent back
+            recorded["reasoning_content"] = reply.reasoning_content
+        self.traj.messages.append(json.loads(json.dumps(recorded)))
         try:
-            if self.mode == "tools":
-                done = await self._tool_actions(reply.tool_calls, turn)
-            else:
-                done = await self._text_actions(reply.content or "", turn)
+            run = tool_turn if self.mode == "tools" else text_turn
+            outcome = await run(self.actions, reply, turn)
         finally:
             turn.finished_at = utcnow()
-        return "done" if done else "continue"
-
-    def _append(self, message: dict[str, Any]) -> None:
-        self.context.append(message)
-        self.traj.messages.append(json.loads(json.dumps(message)))
-
-    # -- actions ---------------------------------------------------------------
-    async def _tool_actions(self, calls: list[ToolCall], turn: Turn) -> bool:
-        if not calls:
-            return True  # a reply without a tool call is the final answer
-        done = False
-        for call in calls:
-            action, submitted = await self.actions.tool_call(call, after_submit=done)
-            done = done or submitted
-            turn.actions.append(action)
-            self._append({"role": "tool", "tool_call_id": call.id, "content": action.output})
-        return done
-
-    async def _text_actions(self, content: str, turn: Turn) -> bool:
-        actions, submitted = parse_text_reply(content)
-        if not actions and not submitted:
-            note = (
-                "No command found. Give exactly one command in a ```bash block, "
-                "or reply SUBMIT on a line of its own when the task is complete."
-            )
-            self._append({"role": "user", "content": note})
-            return False
-        outputs: list[str] = []
-        for i, act in enumerate(actions):
-            done = await self.actions.text_action(act)
-            turn.actions.append(done)
-            prefix = f"Output of command {i + 1}:\n" if len(actions) > 1 else ""
-            outputs.append(prefix + done.output)
-        if submitted:
-            turn.actions.append(Action(tool="submit", arguments={}, output="submitted"))
-            return True
-        self._append({"role": "user", "content": "\n\n".join(outputs)})
-        return False
-
-
-class _Stop(Exception):
-    """The rollout ends with an agent error (graded)."""
-
-    def __init__(self, error: AgentError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
-def _as_text_message(msg: dict[str, Any]) -> dict[str, Any]:
-    """A function-calling message rewritten for an endpoint without tools."""
-    if msg["role"] == "assistant" and msg.get("tool_calls"):
-        parts = [str(msg.get("content") or "")]
-        for call in msg["tool_calls"]:
-            fn = call.get("function", {})
-            try:
-                cmd = json.loads(fn.get("arguments") or "{}").get("command", "")
-            except (ValueError, AttributeError):
-                cmd = ""
-            parts.append(f"```bash\n{cmd}\n```" if cmd else f"[{fn.get('name')}]")
-        return {"role": "assistant", "content": "\n".join(p for p in parts if p)}
-    if msg["role"] == "tool":
-        return {"role": "user", "content": str(msg.get("content") or "")}
-    return msg
+        for m in outcome.messages:
+            self.context.append(m)
+            self.traj.messages.append(json.loads(json.dumps(m)))
+        turn.format_error = outcome.format_error
+        self.format_errors = self.format_errors + 1 if outcome.format_error else 0
+        return "done" if outcome.done else "continue"

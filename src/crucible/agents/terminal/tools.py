@@ -102,8 +102,11 @@ def format_exec(
 
 # -- plain-text protocol ----------------------------------------------------
 
-_BLOCK = re.compile(r"```([a-zA-Z]*)[ \t]*\n(.*?)```", re.DOTALL)
+_FENCE_OPEN = re.compile(r"^(.*?)```([a-zA-Z]*)[ \t]*$")
+# `<<EOF`, `<<-'EOF'`, `<< "EOF"`: the delimiter word (not `<<<`, a here-string).
+_HEREDOC = re.compile(r"(?<!<)<<-?[ \t]*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 _SUBMIT = re.compile(r"^\s*[*_`]*SUBMIT[*_`.!]*\s*$", re.MULTILINE)
+_LANGS = ("", "bash", "sh", "shell", "console")
 
 
 @dataclass
@@ -112,19 +115,57 @@ class TextAction:
     body: str
 
 
+def _blocks(content: str) -> tuple[list[tuple[str, str]], str]:
+    """(lang, body) of each closed fenced block, and the text outside them.
+
+    Line-based, and heredoc-aware in shell blocks: a ``` line inside
+    `cat > f <<'EOF' ... EOF` belongs to the file being written, not the fence.
+    An unclosed block (a reply cut off) is not a command.
+    """
+    blocks: list[tuple[str, str]] = []
+    outside: list[str] = []
+    lines = content.split("\n")
+    i = 0
+    while i < len(lines):
+        m = _FENCE_OPEN.match(lines[i])
+        i += 1
+        if not m:
+            outside.append(lines[i - 1])
+            continue
+        outside.append(m.group(1))
+        lang = m.group(2).lower()
+        body: list[str] = []
+        pending: list[str] = []  # heredoc delimiters still open, in order
+        while i < len(lines):
+            line = lines[i]
+            i += 1
+            if pending:
+                if line.strip() == pending[0]:
+                    pending.pop(0)
+                body.append(line)
+            elif line.rstrip().endswith("```"):
+                body.append(line.rstrip()[:-3])
+                blocks.append((lang, "\n".join(body)))
+                break
+            else:
+                if lang in _LANGS:
+                    pending = [d for _, d in _HEREDOC.findall(line)]
+                body.append(line)
+    return blocks, "\n".join(outside)
+
+
 def parse_text_reply(content: str) -> tuple[list[TextAction], bool]:
     """(actions in order, whether the model submitted) from a plain-text reply."""
     actions: list[TextAction] = []
-    for m in _BLOCK.finditer(content):
-        lang = m.group(1).lower()
-        body = m.group(2).strip("\n")
+    blocks, outside = _blocks(content)
+    for lang, raw in blocks:
+        body = raw.strip("\n")
         if not body.strip():
             continue
         if lang == "docs":
             actions.append(TextAction("docs", body.strip()))
-        elif lang in ("", "bash", "sh", "shell", "console"):
+        elif lang in _LANGS:
             actions.append(TextAction("bash", body))
-    outside = _BLOCK.sub("", content)
     return actions, bool(_SUBMIT.search(outside))
 
 
