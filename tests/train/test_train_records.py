@@ -10,34 +10,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from tests.helpers.train_runs import fill, make_run
 from typer.testing import CliRunner
 
 from crucible.cli.main import app
-from crucible.records.train import SampleRecord, StepMetrics, TrainRun
 from crucible.store.index import Index
 from crucible.store.queries import JobsDir
 from crucible.store.train_runs import read_metrics, read_samples
-from crucible.train.run import RunHandle, new_run_id
-
-
-def make_run(jobs: Path, *, steps: int = 2, cap: int = 2) -> RunHandle:
-    rec = TrainRun(id=new_run_id(), recipe="trl-grpo", model="tiny", dataset="d.jsonl",
-                   reward="rm", knobs={"trace_samples": cap}, total_steps=steps)  # fmt: skip
-    return RunHandle.create(jobs, rec, trace_samples=cap)
-
-
-def fill(h: RunHandle) -> None:
-    h.start(2)
-    for step, reward in ((1, 0.25), (2, 0.75)):
-        h.add_step(StepMetrics(step=step, reward_mean=reward, components={"rhyme": reward},
-                               n_samples=3, step_time_s=0.5))  # fmt: skip
-        kept = h.add_samples([SampleRecord(step=step, index=i, prompt="p\x1b[2J", response=f"r{i}",
-                                           reward=reward) for i in range(3)])  # fmt: skip
-        assert kept == 2  # the cap is per step
-    ckpt = h.checkpoints_dir / "checkpoint-2"
-    ckpt.mkdir()
-    h.add_checkpoint(2, ckpt)
-    h.finish("completed")
 
 
 def cli(*args: object) -> dict:
