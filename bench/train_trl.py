@@ -24,8 +24,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from crucible.store.train_runs import read_metrics, read_run  # noqa: E402
-from crucible.train import JSONLDataset, TrainConfig, TRLGRPORecipe  # noqa: E402
+from crucible.store.train_runs import read_metrics, read_run
+from crucible.train import JSONLDataset, TrainConfig, TRLGRPORecipe
 
 SIZES = {  # hidden, layers, heads, kv heads, intermediate
     "tiny": (32, 2, 2, 1, 64),
