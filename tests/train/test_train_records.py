@@ -14,6 +14,7 @@ from tests.helpers.train_runs import fill, make_run
 from typer.testing import CliRunner
 
 from crucible.cli.main import app
+from crucible.records.train import SampleRecord, StepMetrics
 from crucible.store.index import Index
 from crucible.store.queries import JobsDir
 from crucible.store.train_runs import read_metrics, read_samples
@@ -120,3 +121,21 @@ def test_a_run_whose_process_died_reads_as_failed_with_a_relaunch_hint(tmp_path:
     assert got["status"] == "failed" and got["interrupted"] and "train launch" in got["hint"]
     res = CliRunner().invoke(app, ["runs", "cancel", h.id, "--jobs-dir", str(tmp_path), "--json"])
     assert res.exit_code == 1
+
+
+def test_escapes_in_model_output_and_errors_never_reach_the_terminal(tmp_path: Path) -> None:
+    # Attack: a sampled response, a component name and the run's error carry terminal
+    # controls (clear screen, set the title, BEL, C1 CSI); no command prints them raw.
+    evil = "\x1b[2J\x1b]0;owned\x07\x9b2J"
+    h = make_run(tmp_path)
+    h.start(1)
+    h.add_step(StepMetrics(step=1, reward_mean=0.5, components={f"c{evil}": 0.5}, n_samples=1))
+    h.add_samples([SampleRecord(step=1, index=0, prompt=f"p{evil}", response=f"r{evil}")])
+    h.log(f"line {evil}")
+    h.finish("failed", f"boom {evil}")
+    for args in (["runs", "get", h.id, "-v"], ["runs", "logs", h.id], ["runs", "list"],
+                 ["report", h.id]):  # fmt: skip
+        res = CliRunner().invoke(app, [*args, "--jobs-dir", str(tmp_path)])
+        assert res.exit_code == 0, (args, res.stdout, res.stderr)
+        shown = res.stdout + res.stderr
+        assert not any(c in shown for c in "\x1b\x07\x9b"), (args, shown)
