@@ -116,7 +116,7 @@ def test_a_run_whose_process_died_reads_as_failed_with_a_relaunch_hint(tmp_path:
     h = make_run(tmp_path)
     h.start(2)
     h.record.pid = 2**22 + 12345  # no such process
-    h._save()
+    h.save()
     got = cli("runs", "get", h.id, "--jobs-dir", tmp_path, "--json")
     assert got["status"] == "failed" and got["interrupted"] and "train launch" in got["hint"]
     res = CliRunner().invoke(app, ["runs", "cancel", h.id, "--jobs-dir", str(tmp_path), "--json"])
