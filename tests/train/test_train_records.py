@@ -112,9 +112,13 @@ def test_trace_replaces_a_link_planted_in_out_instead_of_writing_through_it(
     assert (out / "steps").is_dir() and not (out / "steps").is_symlink()
 
 
-def test_a_run_whose_process_died_reads_as_failed_with_a_relaunch_hint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("started", [True, False])  # False: the worker died before it began
+def test_a_run_whose_process_died_reads_as_failed_with_a_relaunch_hint(
+    tmp_path: Path, started: bool
+) -> None:
     h = make_run(tmp_path)
-    h.start(2)
+    if started:
+        h.start(2)
     h.record.pid = 2**22 + 12345  # no such process
     h.save()
     got = cli("runs", "get", h.id, "--jobs-dir", tmp_path, "--json")

@@ -36,6 +36,11 @@ from crucible.store.procs import pid_alive, same_process
 from crucible.store.trial_load import RESULT, Skipped
 
 
+# What a run records while its process should be alive ("pending": a training run's worker
+# has started but not yet begun).
+LIVE_STATES = ("running", "pending")
+
+
 class JobNotFound(LookupError):
     def __init__(self, job_id: str, jobs_dir: Path) -> None:
         super().__init__(f"no job matches {job_id!r} in {jobs_dir}")
@@ -94,7 +99,7 @@ class JobRecord:
     @property
     def interrupted(self) -> bool:
         """Recorded as running, but its process is gone: it crashed or was killed."""
-        return self.recorded_status == "running" and self.alive is False
+        return self.recorded_status in LIVE_STATES and self.alive is False
 
     @property
     def status(self) -> str:
@@ -191,7 +196,7 @@ class JobsDir:
                 if rec_f is not None:
                     out[rec_f.job_id] = rec_f
         for rec in out.values():
-            if rec.recorded_status == "running" and rec.pid:
+            if rec.recorded_status in LIVE_STATES and rec.pid:
                 # A reused pid is not the job's process: alive only if it started then.
                 start = rec.pid_start
                 rec.alive = same_process(rec.pid, start) if start else pid_alive(rec.pid)
@@ -316,7 +321,7 @@ def _from_run_folder(folder: Path) -> JobRecord | None:
     return JobRecord(job_id=run.id, path=folder, name=run.id, recorded_status=run.state,
                      agent=run.recipe, model=run.model, env="local", dataset=[run.dataset],
                      n_trials=run.total_steps or 0,
-                     pid=run.pid if run.state == "running" else None,
+                     pid=run.pid if run.state in LIVE_STATES else None,
                      created_at=run.created_at, updated_at=run.finished_at or run.started_at,
                      in_index=False, kind=run.kind)  # fmt: skip
 

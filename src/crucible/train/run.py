@@ -86,7 +86,7 @@ class RunHandle:
             idx.upsert_run(r.id, kind=r.kind, name=r.id, status=r.state, agent=r.recipe,
                            model=r.model, env="local", dataset=r.dataset,
                            n_trials=r.total_steps or 0, path=self.folder,
-                           pid=r.pid if r.state == "running" else None,
+                           pid=r.pid if r.state in ("pending", "running") else None,
                            created_at=r.created_at)  # fmt: skip
         finally:
             idx.close()
