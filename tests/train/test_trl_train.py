@@ -39,6 +39,7 @@ def cli(*args: object, code: int = 0) -> dict:
     return json.loads(res.stdout)
 
 
+@pytest.mark.slow  # the first test in a process pays TRL's import
 def test_smoke_runs_one_step_on_a_tiny_local_model_and_shows_samples(tmp_path: Path) -> None:
     got = cli("train", "smoke", TINY, "--jobs-dir", tmp_path, "--json")
     assert got["state"] == "completed" and got["step"] == 1
@@ -49,6 +50,7 @@ def test_smoke_runs_one_step_on_a_tiny_local_model_and_shows_samples(tmp_path: P
     assert cli("runs", "get", got["run_id"], "--jobs-dir", tmp_path, "--json")["smoke"] is True
 
 
+@pytest.mark.slow  # the first test in a process pays TRL's import
 def test_a_short_trl_run_records_reward_per_step_and_samples(tmp_path: Path) -> None:
     config = load_config(TINY)
     run_id = config.launch(detach=False, jobs_dir=tmp_path)
