@@ -35,7 +35,6 @@ from crucible.store.layout import (
 from crucible.store.procs import pid_alive, same_process
 from crucible.store.trial_load import RESULT, Skipped
 
-
 # What a run records while its process should be alive ("pending": a training run's worker
 # has started but not yet begun).
 LIVE_STATES = ("running", "pending")
