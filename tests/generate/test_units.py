@@ -115,7 +115,7 @@ def test_an_older_index_gains_the_kind_column_and_runs_keep_their_kind(tmp_path:
     from crucible.store.queries import JobsDir
 
     old = sqlite3.connect(tmp_path / "index.sqlite")
-    old.executescript(SCHEMA.replace("    kind        TEXT NOT NULL DEFAULT 'eval',\n", ""))
+    old.executescript(SCHEMA.replace(",\n    kind        TEXT NOT NULL DEFAULT 'job'\n", "\n"))
     old.execute(
         "INSERT INTO jobs VALUES ('old','old','completed','oracle',NULL,'local','',1,'/x',"
         "NULL,NULL,'2026-01-01T00:00:00+00:00','2026-01-01T00:00:00+00:00')"
@@ -127,7 +127,7 @@ def test_an_older_index_gains_the_kind_column_and_runs_keep_their_kind(tmp_path:
     idx.upsert_job(cfg, status="running", path=tmp_path / "g", pid=None, n_trials=3)
     idx.close()
     with JobsDir.open(tmp_path) as jd:
-        assert {k: r.kind for k, r in jd.records().items()} == {"old": "eval", "g": "generate"}
+        assert {k: r.kind for k, r in jd.records().items()} == {"old": "job", "g": "generate"}
 
 
 TRANSLATION = Path(__file__).resolve().parents[2] / "examples" / "translation"

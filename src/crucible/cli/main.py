@@ -38,6 +38,7 @@ COMMAND_MODULES = [
     "serve",
     "generate",
     "adapt",
+    "train",
 ]
 
 for _name in COMMAND_MODULES:

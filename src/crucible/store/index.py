@@ -39,9 +39,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     path        TEXT NOT NULL,
     pid         INTEGER,
     pid_start   TEXT,
-    kind        TEXT NOT NULL DEFAULT 'eval',
     created_at  TEXT NOT NULL,
-    updated_at  TEXT NOT NULL
+    updated_at  TEXT NOT NULL,
+    kind        TEXT NOT NULL DEFAULT 'job'
 );
 CREATE TABLE IF NOT EXISTS trials (
     job_id       TEXT NOT NULL,
@@ -119,15 +119,20 @@ def connect(jobs_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
+# Columns added since the first index, with their definitions: an older index gains them.
+ADDED_COLUMNS = {"pid_start": "TEXT", "kind": "TEXT NOT NULL DEFAULT 'job'"}
+RUN_KINDS = ("job", "train", "generate")  # what a row of `jobs` is: see `runs list`
+
+
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
-    """An index made by an older crucible gains the columns added since (pid_start, kind)."""
+    """An index made by an older crucible gains the columns added since (ADDED_COLUMNS)."""
     have = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
-    for column, decl in (("pid_start", "TEXT"), ("kind", "TEXT NOT NULL DEFAULT 'eval'")):
-        if column in have:
+    for name, decl in ADDED_COLUMNS.items():
+        if name in have:
             continue
         try:
             with conn:
-                conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {decl}")
+                conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
         except sqlite3.OperationalError as exc:  # another writer added it meanwhile
             if "duplicate column" not in str(exc):
                 raise
@@ -179,6 +184,27 @@ class Index:
                     now,
                 ),
             )
+
+    def upsert_run(
+        self, run_id: str, *, kind: str, name: str, status: str, agent: str, model: str | None,
+        env: str, dataset: str, n_trials: int, path: Path, pid: int | None, created_at: datetime,
+    ) -> None:  # fmt: skip
+        """A run that is not a job of trials (a training run, a generation run): one row
+        of `jobs` with its kind; `agent` is what drives it (the recipe), `n_trials` its
+        planned size (steps). Its own folder holds the details."""
+        if kind not in RUN_KINDS:
+            raise ValueError(f"run kind is one of {RUN_KINDS}, not {kind!r}")
+        with self.conn:
+            self.conn.execute(
+                """INSERT INTO jobs (job_id, name, status, agent, model, env, dataset, n_trials,
+                       path, pid, pid_start, created_at, updated_at, kind)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(job_id) DO UPDATE SET status=excluded.status, pid=excluded.pid,
+                       pid_start=excluded.pid_start, n_trials=excluded.n_trials,
+                       updated_at=excluded.updated_at""",
+                (run_id, name, status, agent, model, env, dataset, n_trials, str(path), pid,
+                 process_start(pid), created_at.isoformat(), utcnow().isoformat(), kind),
+            )  # fmt: skip
 
     def set_job_status(self, job_id: str, status: str) -> None:
         with self.conn:

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from crucible.records.reward_range import BOUND
+from crucible.records.train import RUN_FILE
 from crucible.records.trial import TrialResult, counted_as
 from crucible.store.index import TRIAL_COLUMNS, Index, trial_row
 from crucible.store.layout import (
@@ -33,6 +34,10 @@ from crucible.store.layout import (
 )
 from crucible.store.procs import pid_alive, same_process
 from crucible.store.trial_load import RESULT, Skipped
+
+# What a run records while its process should be alive ("pending": a training run's worker
+# has started but not yet begun).
+LIVE_STATES = ("running", "pending")
 
 
 class JobNotFound(LookupError):
@@ -88,12 +93,12 @@ class JobRecord:
     summary: JobSummary | None = None
     alive: bool | None = None  # None: no pid to check
     pid_start: str | None = None  # when the pid's process started (store/procs.py)
-    kind: str = "eval"  # JobConfig.kind: eval, generate, train
+    kind: str = "job"  # job | train | generate (store/index.py RUN_KINDS)
 
     @property
     def interrupted(self) -> bool:
         """Recorded as running, but its process is gone: it crashed or was killed."""
-        return self.recorded_status == "running" and self.alive is False
+        return self.recorded_status in LIVE_STATES and self.alive is False
 
     @property
     def status(self) -> str:
@@ -177,13 +182,20 @@ class JobsDir:
                 out[rec.job_id] = rec
         if self.root.is_dir():
             for child in self.root.iterdir():
-                if child.name in out or not (child / "job.json").is_file():
+                if child.name in out:
+                    continue
+                if (child / RUN_FILE).is_file() and not (child / "job.json").exists():
+                    rec_t = _from_run_folder(child)  # a training run the index lost
+                    if rec_t is not None:
+                        out[rec_t.job_id] = rec_t
+                    continue
+                if not (child / "job.json").is_file():
                     continue
                 rec_f = self._from_folder(child)
                 if rec_f is not None:
                     out[rec_f.job_id] = rec_f
         for rec in out.values():
-            if rec.recorded_status == "running" and rec.pid:
+            if rec.recorded_status in LIVE_STATES and rec.pid:
                 # A reused pid is not the job's process: alive only if it started then.
                 start = rec.pid_start
                 rec.alive = same_process(rec.pid, start) if start else pid_alive(rec.pid)
@@ -209,7 +221,7 @@ class JobsDir:
             n_trials=int(row["n_trials"]),
             pid=row["pid"],
             pid_start=row["pid_start"] if "pid_start" in row.keys() else None,  # older index
-            kind=row["kind"] if "kind" in row.keys() else "eval",
+            kind=row["kind"] if "kind" in row.keys() else "job",
             created_at=parse_dt(row["created_at"]),
             updated_at=parse_dt(row["updated_at"]),
             in_index=True,
@@ -270,7 +282,7 @@ class JobsDir:
                     st.n_rewarded += n_rewarded
                     st.reward_sum += reward_sum or 0.0
         for rec in self.records().values():
-            if not rec.in_index:
+            if not rec.in_index and rec.kind == "job":
                 stats[rec.job_id] = _stats_of(iter_trial_results(rec.path, self.skipped))
         return stats
 
@@ -297,6 +309,21 @@ class JobsDir:
             return read_job_config(rec.path)
         except (OSError, ValueError):
             return None
+
+
+def _from_run_folder(folder: Path) -> JobRecord | None:
+    from crucible.store.train_runs import read_run
+
+    try:
+        run = read_run(folder)
+    except (OSError, ValueError):
+        return None
+    return JobRecord(job_id=run.id, path=folder, name=run.id, recorded_status=run.state,
+                     agent=run.recipe, model=run.model, env="local", dataset=[run.dataset],
+                     n_trials=run.total_steps or 0,
+                     pid=run.pid if run.state in LIVE_STATES else None,
+                     created_at=run.created_at, updated_at=run.finished_at or run.started_at,
+                     in_index=False, kind=run.kind)  # fmt: skip
 
 
 def _row_problem(row: dict[str, Any]) -> str | None:
