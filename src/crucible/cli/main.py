@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "contracts",
     "modal",
     "serve",
+    "train",
 ]
 
 for _name in COMMAND_MODULES:

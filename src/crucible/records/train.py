@@ -5,7 +5,7 @@
   run.json          TrainRun, rewritten as the run moves (state, step, checkpoints)
   metrics.jsonl     one StepMetrics per optimizer step: reward mean, per component, timing
   samples.jsonl     sampled responses with their rewards, at most `trace_samples` a step
-  train.log         the trainer's log lines
+  job.log           the run's log lines, as a job's (`crucible runs logs`)
   checkpoints/      what the recipe saves (each listed in run.json)
   cancel.request    present when `runs cancel` asked the run to stop
 """
@@ -22,7 +22,7 @@ from crucible.records.trial import utcnow
 RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
-TRAIN_LOG = "train.log"
+TRAIN_LOG = "job.log"  # the format of every job.log (store/logs.py): `runs logs` reads it
 CHECKPOINTS_DIR = "checkpoints"
 
 TrainState = Literal["pending", "running", "completed", "failed", "cancelled"]

@@ -46,6 +46,7 @@ class JobIdentity(BaseModel):
     """What `runs list` and `runs get` both say of a job."""
 
     job_id: str
+    kind: str = "job"  # job | train | generate
     name: str
     status: str
     interrupted: bool = False
@@ -68,9 +69,12 @@ class JobRow(JobIdentity):
     outcomes: dict[str, int]
     n_errors: int
     mean_reward: float | None
+    step: int | None = None  # a training run's last step (n_trials: its planned steps)
 
 
-def resume_hint(job_id: str) -> str:
+def resume_hint(job_id: str, kind: str = "job") -> str:
+    if kind == "train":
+        return "the run's process is gone; launch it again (`crucible train launch CONFIG`)"
     return f"the job's process is gone; continue it with `crucible run --resume {job_id}`"
 
 
@@ -83,6 +87,7 @@ class ListFilter:
     status: str | None = None
     agent: str | None = None
     model: str | None = None
+    kind: str | None = None
 
 
 def _matches(value: str | None, pattern: str | None) -> bool:
@@ -92,6 +97,8 @@ def _matches(value: str | None, pattern: str | None) -> bool:
 
 
 def job_row(rec: JobRecord, st: TrialStats | None) -> JobRow:
+    if rec.kind == "train":
+        return train_row(rec)
     st = st or TrialStats()
     n_errors = sum(n for k, n in st.outcomes.items() if k != "graded")
     return JobRow(
@@ -111,7 +118,8 @@ def identity(rec: JobRecord) -> JobIdentity:
         name=rec.name,
         status=rec.status,
         interrupted=rec.interrupted,
-        hint=resume_hint(rec.job_id) if rec.interrupted else None,
+        hint=resume_hint(rec.job_id, rec.kind) if rec.interrupted else None,
+        kind=rec.kind,
         agent=rec.agent,
         model=rec.model,
         env=rec.env,
@@ -138,6 +146,8 @@ def list_jobs(
             continue
         if not _matches(rec.agent, flt.agent) or not _matches(rec.model, flt.model):
             continue
+        if flt.kind is not None and rec.kind != flt.kind:
+            continue
         if flt.since is not None:
             last = rec.updated_at or rec.created_at
             if last is None or last < flt.since:
@@ -150,6 +160,21 @@ def list_jobs(
         chosen = chosen[:limit]
     stats = jd.trial_stats() if chosen else {}
     return [job_row(r, stats.get(r.job_id)) for r in chosen], total
+
+
+def train_row(rec: JobRecord) -> JobRow:
+    """A training run as a row: its steps as trials done, its last step's mean reward."""
+    from crucible.store.train_runs import read_metrics, read_run
+
+    step, reward = None, None
+    try:
+        step = read_run(rec.path).step
+        metrics, _ = read_metrics(rec.path)
+        reward = metrics[-1].reward_mean if metrics else None
+    except (OSError, ValueError):
+        pass  # the folder is gone or being replaced: the index row still says what it is
+    return JobRow(**identity(rec).model_dump(), n_trials=rec.n_trials, n_done=step or 0,
+                  outcomes={}, n_errors=0, mean_reward=reward, step=step)  # fmt: skip
 
 
 # -- get --------------------------------------------------------------------

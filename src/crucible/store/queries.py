@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from crucible.records.reward_range import BOUND
+from crucible.records.train import RUN_FILE
 from crucible.records.trial import TrialResult, counted_as
 from crucible.store.index import TRIAL_COLUMNS, Index, trial_row
 from crucible.store.layout import (
@@ -88,6 +89,7 @@ class JobRecord:
     summary: JobSummary | None = None
     alive: bool | None = None  # None: no pid to check
     pid_start: str | None = None  # when the pid's process started (store/procs.py)
+    kind: str = "job"  # job | train | generate (store/index.py RUN_KINDS)
 
     @property
     def interrupted(self) -> bool:
@@ -176,7 +178,14 @@ class JobsDir:
                 out[rec.job_id] = rec
         if self.root.is_dir():
             for child in self.root.iterdir():
-                if child.name in out or not (child / "job.json").is_file():
+                if child.name in out:
+                    continue
+                if (child / RUN_FILE).is_file() and not (child / "job.json").exists():
+                    rec_t = _from_run_folder(child)  # a training run the index lost
+                    if rec_t is not None:
+                        out[rec_t.job_id] = rec_t
+                    continue
+                if not (child / "job.json").is_file():
                     continue
                 rec_f = self._from_folder(child)
                 if rec_f is not None:
@@ -208,6 +217,7 @@ class JobsDir:
             n_trials=int(row["n_trials"]),
             pid=row["pid"],
             pid_start=row["pid_start"] if "pid_start" in row.keys() else None,  # older index
+            kind=row["kind"] if "kind" in row.keys() else "job",
             created_at=parse_dt(row["created_at"]),
             updated_at=parse_dt(row["updated_at"]),
             in_index=True,
@@ -267,7 +277,7 @@ class JobsDir:
                     st.n_rewarded += n_rewarded
                     st.reward_sum += reward_sum or 0.0
         for rec in self.records().values():
-            if not rec.in_index:
+            if not rec.in_index and rec.kind == "job":
                 stats[rec.job_id] = _stats_of(iter_trial_results(rec.path, self.skipped))
         return stats
 
@@ -294,6 +304,21 @@ class JobsDir:
             return read_job_config(rec.path)
         except (OSError, ValueError):
             return None
+
+
+def _from_run_folder(folder: Path) -> JobRecord | None:
+    from crucible.store.train_runs import read_run
+
+    try:
+        run = read_run(folder)
+    except (OSError, ValueError):
+        return None
+    return JobRecord(job_id=run.id, path=folder, name=run.id, recorded_status=run.state,
+                     agent=run.recipe, model=run.model, env="local", dataset=[run.dataset],
+                     n_trials=run.total_steps or 0,
+                     pid=run.pid if run.state == "running" else None,
+                     created_at=run.created_at, updated_at=run.finished_at or run.started_at,
+                     in_index=False, kind=run.kind)  # fmt: skip
 
 
 def _row_problem(row: dict[str, Any]) -> str | None:

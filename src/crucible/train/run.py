@@ -34,15 +34,13 @@ from crucible.records.train import (
 from crucible.records.trial import utcnow
 from crucible.store.index import Index
 from crucible.store.layout import CANCEL_FILE, write_json_atomic
+from crucible.store.logs import format_line
+from crucible.store.train_runs import read_run
 
 
 def new_run_id(now: datetime | None = None) -> str:
     now = now or utcnow()
     return f"train-{now.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-
-
-def read_run(folder: Path) -> TrainRun:
-    return TrainRun.model_validate_json((folder / RUN_FILE).read_text(encoding="utf-8"))
 
 
 class RunHandle:
@@ -116,11 +114,9 @@ class RunHandle:
         return (self.folder / CANCEL_FILE).exists()
 
     # -- what a recipe records ---------------------------------------------------------
-    def log(self, line: str) -> None:
-        stamp = utcnow().isoformat(timespec="milliseconds")
+    def log(self, line: str, level: str = "INFO") -> None:
         with self._lock, (self.folder / TRAIN_LOG).open("a", encoding="utf-8") as f:
-            for part in str(line).splitlines() or [""]:
-                f.write(f"{stamp} {storable_text(part)}\n")
+            f.write(format_line(level, str(line)))
 
     def add_step(self, metrics: StepMetrics) -> None:
         with self._lock:

@@ -130,6 +130,10 @@ class TRLGRPORecipe(Recipe):
             if args.eval_strategy != "no" else None,
             callbacks=[Recorder(run, board)], environment_factory=self.environment,
         )  # fmt: skip
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        for cb in (PrinterCallback, ProgressCallback):  # stdout is the CLI's (--json)
+            trainer.remove_callback(cb)
         trainer.train()
         if not config.save_interval and not run.record.smoke and not run.cancel_requested():
             final = run.checkpoints_dir / "final"

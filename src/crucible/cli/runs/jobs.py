@@ -35,17 +35,24 @@ def list_cmd(
     ),
     agent: str | None = typer.Option(None, "--agent", help="Agent name (glob)."),
     model: str | None = typer.Option(None, "--model", help="Model name (glob)."),
+    kind: str | None = typer.Option(
+        None, "--kind", help="Only runs of this kind: job, train or generate."
+    ),
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many jobs, newest first."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """One row per job: status, agent, model, dataset, trials by outcome, mean reward.
+    """One row per run (jobs, training runs, ...): kind, status, agent, model, progress, reward.
+
+    A training run's agent is its recipe, its progress its steps, its reward the
+    last step's mean.
 
     A job recorded as running whose process is gone is shown as failed, with
     interrupted: true; `crucible run --resume ID` continues it. Times are ISO 8601.
     """
     from crucible.store.job_views import ListFilter, list_jobs
 
-    flt = ListFilter(since=when(since, "--since", as_json), status=status, agent=agent, model=model)
+    flt = ListFilter(since=when(since, "--since", as_json), status=status, agent=agent,
+                     model=model, kind=kind)  # fmt: skip
     with open_jobs_dir(jobs_dir, as_json) as jd:
         rows, total = list_jobs(jd, flt, limit=limit)
     warn_skipped(jd.skipped, as_json=as_json)
@@ -66,6 +73,7 @@ def list_cmd(
 
     t = Table(show_edge=False, pad_edge=False)
     t.add_column("job", no_wrap=True)
+    t.add_column("kind", no_wrap=True)
     t.add_column("status", no_wrap=True)
     t.add_column("agent / model", overflow="fold")
     t.add_column("done", justify="right", no_wrap=True)
@@ -77,6 +85,7 @@ def list_cmd(
         agent_model = r.agent + (f" / {r.model}" if r.model else "")
         t.add_row(
             r.job_id,
+            r.kind,
             status_txt,
             agent_model,
             f"{r.n_done}/{r.n_trials}",
@@ -110,11 +119,20 @@ def get_cmd(
     ),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Status, progress (done/total), current mean reward and errors by kind of one job."""
+    """Status, progress (done/total), current mean reward and errors by kind of one job.
+
+    A training run: its state, step, last reward and components, checkpoints; with
+    --verbose its reward (and each component) per step.
+    """
     from crucible.store.job_views import job_detail
 
     with open_jobs_dir(jobs_dir, as_json) as jd:
         rec = resolve(jd, job_id, as_json)
+        if rec.kind == "train":
+            from crucible.cli.runs.train_view import print_train
+
+            print_train(rec, verbose=verbose, as_json=as_json)
+            return
         if trial is not None:
             from crucible.cli.runs.trial import find_trial, print_trial, trial_detail
 

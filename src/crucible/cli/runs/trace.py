@@ -38,6 +38,8 @@ def trace_cmd(
 ) -> None:
     """Export, per finished trial: instruction, agent output (trajectory), verifier output, rewards.
 
+    A training run: its sampled responses with their rewards, one file per step.
+
     Writes OUT/manifest.json (trials, files, sizes, sha256) beside one folder per
     trial. Symbolic links under agent/ and verifier/ are listed as skipped, never
     followed. Refuses a non-empty OUT without --yes; nothing is deleted there.
@@ -47,6 +49,11 @@ def trace_cmd(
     with open_jobs_dir(jobs_dir, as_json) as jd:
         rec = resolve(jd, job_id, as_json)
         cfg = jd.config(rec)
+    if rec.kind == "train" and rec.path.is_dir():
+        from crucible.cli.runs.train_trace import trace_train
+
+        trace_train(rec, out, dry_run=dry_run, yes=yes, as_json=as_json)
+        return
     if not rec.path.is_dir():
         fail(
             ExitCode.NOT_FOUND,
