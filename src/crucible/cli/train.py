@@ -5,7 +5,7 @@ step of it on a tiny local model (random weights, a tokenizer trained on the dat
 download, no GPU) and prints the sampled responses with their rewards; `launch` starts the
 run (detached: it outlives this command; `crucible runs get ID` follows it) or, with
 `--dry-run`, prints the recipe's launch plan and starts nothing. Both share one path
-(train/launcher.py), so what the smoke run checks is what the launch runs.
+(train/config.py `launch`), so what the smoke run checks is what the launch runs.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def smoke_cmd(config_path: Path = ConfigArg, jobs_dir: Path | None = JobsDirOpt,
     The run is recorded like any other (`crucible runs get ID`); exit 1 when it fails.
     """
     from crucible.train.config import jobs_dir_of
-    from crucible.train.launcher import launch
+    from crucible.train.config import launch
 
     config = _load(config_path, jobs_dir, as_json)
     root = jobs_dir_of(config, None)
@@ -114,7 +114,7 @@ def launch_cmd(
     gets them.
     """
     from crucible.train.config import jobs_dir_of
-    from crucible.train.launcher import launch
+    from crucible.train.config import launch
 
     config = _load(config_path, jobs_dir, as_json)
     if dry_run:

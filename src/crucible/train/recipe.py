@@ -12,13 +12,15 @@ and returning when the trainer stops; it checks `run.cancel_requested()` between
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-if TYPE_CHECKING:
-    from crucible.train.config import TrainConfig
-    from crucible.train.run import RunHandle
+from crucible.train.run import RunHandle
+
+# config.py holds recipes (TrainConfig.recipe), so a recipe names the config's type only
+# in words: `config` is a crucible.train.config.TrainConfig.
+TrainConfig = Any
 
 
 class GPUSpec(BaseModel):

@@ -119,12 +119,12 @@ class TRLGRPORecipe(Recipe):
         args = GRPOConfig(**self.grpo_kwargs(config, run.checkpoints_dir, gpu=gpu,
                                              smoke=run.record.smoke))  # fmt: skip
         board = StepBoard()
-        scorer = Scorer(config, rows, run, board)
+        funcs: list[Any] = [Scorer(config, rows, run, board)] if config.rewards() else []
         run.log(f"trl {_version('trl')}: {len(rows)} prompts, {config.steps} steps, "
                 f"{config.batch_size}x{config.samples_per_prompt} samples a step")  # fmt: skip
         trainer = GRPOTrainer(
             model=model, processing_class=tokenizer,
-            reward_funcs=[scorer] if config.rewards() else None, args=args,
+            reward_funcs=funcs or None, args=args,
             train_dataset=train,
             eval_dataset=train.select(range(min(len(train), config.batch_size)))
             if args.eval_strategy != "no" else None,

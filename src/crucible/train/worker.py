@@ -1,5 +1,5 @@
 """The detached training worker: `python -m crucible.train.worker RUN_DIR` loads the run's
-config module again and runs its recipe, recording into RUN_DIR (launcher.run_recipe)."""
+config module again and runs its recipe, recording into RUN_DIR (config.run_recipe)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    from crucible.train.config import load_config
-    from crucible.train.launcher import run_recipe, smoke_config
+    from crucible.train.config import load_config, run_recipe, smoke_config
     from crucible.train.run import RunHandle
 
     if len(argv) != 1:
