@@ -17,8 +17,7 @@ from tests.train import modal_train_standin
 
 from crucible.records.train import SAMPLES_FILE, TRAIN_LOG
 from crucible.train import modal_sdk
-from crucible.train.config import load_config
-from crucible.train.launcher import create_run, run_recipe
+from crucible.train.config import create_run, load_config, run_recipe
 from crucible.train.modal_commands import Layout, verl_overrides
 from crucible.train.modal_prices import GPU_USD_PER_HOUR, PRICES_AS_OF, cost_per_hour
 from crucible.train.modal_recipe import ModalRecipe

@@ -131,13 +131,14 @@ def trainer_argv(trainer: Trainer, config: TrainConfig, lay: Layout, *, gpus: in
 
 def shell_script(trainer: Trainer, config: TrainConfig, lay: Layout, *, gpus: int,
                  algorithm: Algorithm) -> str:  # fmt: skip
-    """The one shell line the sandbox runs: fetch the model, start Ray (slime), train.
+    """The one shell line the sandbox runs (stderr into stdout: one stream to read): fetch
+    the model, start Ray (slime), train.
     `$MODEL_DIR` is left for the shell; everything else is quoted."""
     argv = trainer_argv(trainer, config, lay, gpus=gpus, algorithm=algorithm)
     quoted = " ".join('"$MODEL_DIR"' if a == "$MODEL_DIR" else
                       a.replace("=$MODEL_DIR", '="$MODEL_DIR"') if a.endswith("=$MODEL_DIR")
                       else shlex.quote(a) for a in argv)  # fmt: skip
-    steps = ["set -euo pipefail", _download(config.model), f"mkdir -p {shlex.quote(lay.save_dir)}"]
+    steps = ["exec 2>&1", "set -euo pipefail", _download(config.model), f"mkdir -p {shlex.quote(lay.save_dir)}"]
     if trainer == "slime":
         steps += [f"cd {SLIME_DIR}",
                   f"ray start --head --node-ip-address 127.0.0.1 --num-gpus {gpus} "
