@@ -9,9 +9,11 @@ from tests.skills.test_skills import check_command, commands_in
 
 from crucible.skills.bundle import bundled_skills
 
-TEXT = next(s for s in bundled_skills() if s.name == "agent-driven-training").files[
-    "SKILL.md"
-].decode()
+TEXT = (
+    next(s for s in bundled_skills() if s.name == "agent-driven-training")
+    .files["SKILL.md"]
+    .decode()
+)
 
 
 def test_every_command_it_names_exists() -> None:

@@ -20,7 +20,6 @@ from crucible.train import modal_sdk
 from crucible.train.config import create_run, load_config, run_recipe
 from crucible.train.modal_commands import Layout, verl_overrides
 from crucible.train.modal_prices import GPU_USD_PER_HOUR, PRICES_AS_OF, cost_per_hour
-from crucible.train.modal_recipe import ModalRecipe
 from crucible.train.modal_sdk import TRAIN_SDK_CLASSES, TRAIN_SDK_USES
 from crucible.train.modal_watch import Watcher
 from crucible.train.remote import MARKER
@@ -56,7 +55,12 @@ def test_an_undeclared_call_is_refused(tmp_path: Path) -> None:
 def test_the_plan_of_the_rhyme_example() -> None:
     config = load_config(MODAL_CONFIG)
     plan = config.recipe.plan(config)
-    assert (plan.where, plan.trainer, plan.gpus.type, plan.gpus.count) == ("modal", "slime", "H100", 8)
+    assert (plan.where, plan.trainer, plan.gpus.type, plan.gpus.count) == (
+        "modal",
+        "slime",
+        "H100",
+        8,
+    )
     assert {v.mount for v in plan.volumes} == {"/checkpoints", "/root/.cache/huggingface"}
     script = plan.command[-1]
     for flag in ("--custom-rm-path crucible.train.remote.slime_rm", "--rollout-batch-size 16",
@@ -154,7 +158,9 @@ def test_a_launch_through_the_standin(tmp_path: Path, standin) -> None:  # type:
     """The launch path for real against the stand-in: the image layers, the volumes, the
     GPU request, the script run in a real (bubblewrap) sandbox; the stand-in has no slime,
     so the script stops at `cd /root/slime` and the run fails with its output logged."""
-    config = load_config(MODAL_CONFIG).model_copy(update={"model": "/", "jobs_dir": tmp_path / "jobs"})
+    config = load_config(MODAL_CONFIG).model_copy(
+        update={"model": "/", "jobs_dir": tmp_path / "jobs"}
+    )
     handle = create_run(config, tmp_path / "jobs")
     rec = run_recipe(config, handle)
     world = standin

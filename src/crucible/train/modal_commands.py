@@ -138,7 +138,12 @@ def shell_script(trainer: Trainer, config: TrainConfig, lay: Layout, *, gpus: in
     quoted = " ".join('"$MODEL_DIR"' if a == "$MODEL_DIR" else
                       a.replace("=$MODEL_DIR", '="$MODEL_DIR"') if a.endswith("=$MODEL_DIR")
                       else shlex.quote(a) for a in argv)  # fmt: skip
-    steps = ["exec 2>&1", "set -euo pipefail", _download(config.model), f"mkdir -p {shlex.quote(lay.save_dir)}"]
+    steps = [
+        "exec 2>&1",
+        "set -euo pipefail",
+        _download(config.model),
+        f"mkdir -p {shlex.quote(lay.save_dir)}",
+    ]
     if trainer == "slime":
         steps += [f"cd {SLIME_DIR}",
                   f"ray start --head --node-ip-address 127.0.0.1 --num-gpus {gpus} "

@@ -37,7 +37,9 @@ def gpu_price(gpu: str) -> float | None:
     return GPU_USD_PER_HOUR.get(key)
 
 
-def cost_per_hour(gpu: str, count: int, *, cpu: float = 0.0, memory_gib: float = 0.0) -> float | None:
+def cost_per_hour(
+    gpu: str, count: int, *, cpu: float = 0.0, memory_gib: float = 0.0
+) -> float | None:
     """The floor of an hour's cost: GPUs, CPU cores and memory at list price (None when the
     GPU type has no price: an unknown price must not read as free)."""
     price = gpu_price(gpu)

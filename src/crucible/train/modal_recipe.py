@@ -23,8 +23,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from crucible.train.modal_commands import (
-    CKPT_MOUNT, CONFIG_DIR, DATA_DIR, HF_CACHE_MOUNT, SRC_DIR, Algorithm, Layout, Trainer,
-    shell_script, trainer_argv)  # fmt: skip
+    CKPT_MOUNT,
+    CONFIG_DIR,
+    DATA_DIR,
+    HF_CACHE_MOUNT,
+    SRC_DIR,
+    Algorithm,
+    Layout,
+    Trainer,
+    shell_script,  # fmt: skip
+    trainer_argv,
+)
 from crucible.train.modal_prices import PRICES_SOURCE, cost_per_hour
 from crucible.train.recipe import GPUSpec, LaunchPlan, Recipe, VolumeSpec
 from crucible.train.remote import CONFIG_ENV, NONCE_ENV
@@ -153,7 +162,9 @@ class ModalRecipe(Recipe):
             return
         run.add_checkpoint(watcher.step, Path(f"modal://{self.checkpoints_volume}/{run.id}"))
         if code != 0:
-            raise RuntimeError(f"the trainer exited with {code} (see `crucible runs logs {run.id}`)")
+            raise RuntimeError(
+                f"the trainer exited with {code} (see `crucible runs logs {run.id}`)"
+            )
 
     def _image(self, sdk: Any, config: TrainConfig, data: Path, lay: Layout) -> Any:
         import crucible

@@ -23,8 +23,12 @@ TRAIN_SDK_USES: tuple[SdkUse, ...] = (
     SdkUse("Image", "add_local_file", "sync", ("copy",), 2),
     SdkUse("Image", "build", "aio", positional=1),
     SdkUse("Volume", "from_name", "sync", ("create_if_missing", "environment_name", "client"), 1),
-    SdkUse("Sandbox", "create", "aio", ("app", "image", "gpu", "volumes", "timeout", "cpu",
-                                        "memory", "client", "tags")),  # fmt: skip
+    SdkUse(
+        "Sandbox",
+        "create",
+        "aio",
+        ("app", "image", "gpu", "volumes", "timeout", "cpu", "memory", "client", "tags"),
+    ),
     SdkUse("Sandbox", "object_id", "property"),
     SdkUse("Sandbox", "exec", "aio", ("env", "text"), -1),
     SdkUse("Sandbox", "terminate", "aio"),

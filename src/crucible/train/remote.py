@@ -79,9 +79,13 @@ async def score_sample(prompt: Any, response: str, label: Any,
 def report(prompt: str, response: str, reward: float, components: dict[str, float],
            label: Any) -> None:  # fmt: skip
     nonce = os.environ.get(NONCE_ENV, "")
-    body = {"prompt": prompt[:MAX_TEXT], "response": response[:MAX_TEXT], "reward": reward,
-            "components": components,
-            "label": label if isinstance(label, str | int | float | type(None)) else str(label)}
+    body = {
+        "prompt": prompt[:MAX_TEXT],
+        "response": response[:MAX_TEXT],
+        "reward": reward,
+        "components": components,
+        "label": label if isinstance(label, str | int | float | type(None)) else str(label),
+    }
     # json.dumps escapes newlines: one sample is one line whatever the model wrote
     line = f"{MARKER} {nonce} {json.dumps(body, ensure_ascii=True)}\n"
     with _lock:
