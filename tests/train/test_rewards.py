@@ -118,3 +118,26 @@ def test_the_example_config_loads_with_the_library_reward() -> None:
     assert len(rows) >= 8 and rows[0].label and "rhyming" in rows[0].text
     [reward] = config.rewards()
     assert isinstance(reward, RhymeReward) and reward.min_words >= 4
+
+
+@pytest.mark.slow  # TRL, torch and the embedder: about two minutes on a loaded machine
+def test_the_rhyme_example_smokes_on_cpu(tmp_path: Path, real: RhymeReward) -> None:
+    """`crucible train smoke examples/train/rhyme/config.py`: one step on the tiny local
+    model, every sample scored by the library reward with the embedder (no fallback)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from crucible.cli.main import app
+
+    pytest.importorskip("trl")
+    res = CliRunner().invoke(app, ["train", "smoke", str(EXAMPLE), "--jobs-dir",
+                                   str(tmp_path), "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["state"] == "completed" and out["samples"]
+    for s in out["samples"]:
+        assert {"rhyme", "relevance", "gate", "short_lines", "self_rhymes"} <= set(s["components"])
+        assert s["components"]["relevance_fallback"] == 0.0
+    [step] = out["reward_per_step"]
+    assert "rhyme" in step["components"]

@@ -160,11 +160,12 @@ class ModalRecipe(Recipe):
             await sdk.aio(sb, "Sandbox.terminate")
         if run.cancel_requested():
             return
-        run.add_checkpoint(watcher.step, Path(f"modal://{self.checkpoints_volume}/{run.id}"))
         if code != 0:
             raise RuntimeError(
                 f"the trainer exited with {code} (see `crucible runs logs {run.id}`)"
             )
+        # the trainer's checkpoints stay on the Volume: VOLUME:/checkpoints/RUN
+        run.add_checkpoint(watcher.step, Path(f"{self.checkpoints_volume}:{lay.save_dir}"))
 
     def _image(self, sdk: Any, config: TrainConfig, data: Path, lay: Layout) -> Any:
         import crucible
