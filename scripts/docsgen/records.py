@@ -97,6 +97,24 @@ API: list[tuple[str, str, list[str]]] = [
         ["crucible.agents.registry:get_agent", "crucible.agents.base:Agent"],
     ),
     (
+        "Training runs",
+        "See [training runs](../train.md): a config module defines `config = TrainConfig(...)`.",
+        [
+            "crucible.train.config:TrainConfig",
+            "crucible.train.config:load_config",
+            "crucible.train.recipe:Recipe",
+            "crucible.train.recipe:LaunchPlan",
+            "crucible.train.trl_recipe:TRLGRPORecipe",
+            "crucible.train.dataset:Dataset",
+            "crucible.train.dataset:JSONLDataset",
+            "crucible.train.dataset:HFDataset",
+            "crucible.train.dataset:TaskSetDataset",
+            "crucible.train.reward:Sample",
+            "crucible.train.reward:GraderReward",
+            "crucible.train.run:RunHandle",
+        ],
+    ),
+    (
         "Modal contracts and the offline runtime",
         "See [Modal SDK contracts and the offline runtime](modal-offline.md).",
         [

@@ -24,5 +24,10 @@ def rm(args, sample, **kw):
     return 0.0
 
 
-config = TrainConfig(model="none", dataset=JSONLDataset(path=Path(__file__).parent / "tiny_prompts.jsonl"),
-                     recipe=LoopRecipe(), reward=rm, steps=3)
+config = TrainConfig(
+    model="none",
+    dataset=JSONLDataset(path=Path(__file__).parent / "tiny_prompts.jsonl"),
+    recipe=LoopRecipe(),
+    reward=rm,
+    steps=3,
+)

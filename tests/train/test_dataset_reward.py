@@ -42,7 +42,9 @@ def test_a_missing_column_or_template_name_is_a_clear_error(tmp_path: Path) -> N
 def test_hf_dataset_loads_a_local_file_and_a_saved_dataset(tmp_path: Path) -> None:
     import datasets
 
-    p = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "a", "label": 1}, {"prompt": "b", "label": 2}])
+    p = write_jsonl(
+        tmp_path / "d.jsonl", [{"prompt": "a", "label": 1}, {"prompt": "b", "label": 2}]
+    )
     assert [r.text for r in HFDataset(path=str(p)).rows()] == ["a", "b"]
     saved = tmp_path / "saved"
     datasets.Dataset.from_dict({"text": ["c"], "y": [3]}).save_to_disk(str(saved))

@@ -10,34 +10,14 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from tests.helpers.train_runs import fill, make_run
 from typer.testing import CliRunner
 
 from crucible.cli.main import app
-from crucible.records.train import SampleRecord, StepMetrics, TrainRun
+from crucible.records.train import SampleRecord, StepMetrics
 from crucible.store.index import Index
 from crucible.store.queries import JobsDir
 from crucible.store.train_runs import read_metrics, read_samples
-from crucible.train.run import RunHandle, new_run_id
-
-
-def make_run(jobs: Path, *, steps: int = 2, cap: int = 2) -> RunHandle:
-    rec = TrainRun(id=new_run_id(), recipe="trl-grpo", model="tiny", dataset="d.jsonl",
-                   reward="rm", knobs={"trace_samples": cap}, total_steps=steps)  # fmt: skip
-    return RunHandle.create(jobs, rec, trace_samples=cap)
-
-
-def fill(h: RunHandle) -> None:
-    h.start(2)
-    for step, reward in ((1, 0.25), (2, 0.75)):
-        h.add_step(StepMetrics(step=step, reward_mean=reward, components={"rhyme": reward},
-                               n_samples=3, step_time_s=0.5))  # fmt: skip
-        kept = h.add_samples([SampleRecord(step=step, index=i, prompt="p\x1b[2J", response=f"r{i}",
-                                           reward=reward) for i in range(3)])  # fmt: skip
-        assert kept == 2  # the cap is per step
-    ckpt = h.checkpoints_dir / "checkpoint-2"
-    ckpt.mkdir()
-    h.add_checkpoint(2, ckpt)
-    h.finish("completed")
 
 
 def cli(*args: object) -> dict:
@@ -136,8 +116,26 @@ def test_a_run_whose_process_died_reads_as_failed_with_a_relaunch_hint(tmp_path:
     h = make_run(tmp_path)
     h.start(2)
     h.record.pid = 2**22 + 12345  # no such process
-    h._save()
+    h.save()
     got = cli("runs", "get", h.id, "--jobs-dir", tmp_path, "--json")
     assert got["status"] == "failed" and got["interrupted"] and "train launch" in got["hint"]
     res = CliRunner().invoke(app, ["runs", "cancel", h.id, "--jobs-dir", str(tmp_path), "--json"])
     assert res.exit_code == 1
+
+
+def test_escapes_in_model_output_and_errors_never_reach_the_terminal(tmp_path: Path) -> None:
+    # Attack: a sampled response, a component name and the run's error carry terminal
+    # controls (clear screen, set the title, BEL, C1 CSI); no command prints them raw.
+    evil = "\x1b[2J\x1b]0;owned\x07\x9b2J"
+    h = make_run(tmp_path)
+    h.start(1)
+    h.add_step(StepMetrics(step=1, reward_mean=0.5, components={f"c{evil}": 0.5}, n_samples=1))
+    h.add_samples([SampleRecord(step=1, index=0, prompt=f"p{evil}", response=f"r{evil}")])
+    h.log(f"line {evil}")
+    h.finish("failed", f"boom {evil}")
+    for args in (["runs", "get", h.id, "-v"], ["runs", "logs", h.id], ["runs", "list"],
+                 ["report", h.id]):  # fmt: skip
+        res = CliRunner().invoke(app, [*args, "--jobs-dir", str(tmp_path)])
+        assert res.exit_code == 0, (args, res.stdout, res.stderr)
+        shown = res.stdout + res.stderr
+        assert not any(c in shown for c in "\x1b\x07\x9b"), (args, shown)

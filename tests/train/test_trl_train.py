@@ -100,7 +100,12 @@ def test_a_detached_run_is_followed_from_another_process_and_cancelled(tmp_path:
 
     got = wait_until(running, "the detached run's first step")
     assert got["pid"] != os.getpid() and got["reward_mean"] == 0.5
-    kinds = {r["job_id"]: r["kind"] for r in cli("runs", "list", "--jobs-dir", jobs, "--json")["jobs"]}
+    kinds = {
+        r["job_id"]: r["kind"] for r in cli("runs", "list", "--jobs-dir", jobs, "--json")["jobs"]
+    }
     assert kinds == {"job-a": "job", run_id: "train"}
     report = cli("runs", "cancel", run_id, "--jobs-dir", jobs, "--wait", "120", "--json")
     assert report["stopped"] and report["status"] == "cancelled"
+    config = load_config(HERE / "loop_config.py")
+    config.jobs_dir = jobs
+    assert config.wait(run_id, timeout_s=120).state == "cancelled"

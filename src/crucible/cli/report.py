@@ -86,6 +86,10 @@ def report(
         prices = load_price_table(price_table)
     except PriceTableError as exc:
         fail(ExitCode.USAGE, "usage", str(exc), as_json=as_json)
+    train = _train_dirs(jobs, root)
+    if train:
+        _report_train(train, fmt, output)
+        return
     loaded = []
     for ref in jobs:
         try:
@@ -155,3 +159,39 @@ def _emit(text: str, output: Path | None) -> None:
         output.write_text(terminal_safe(text), encoding="utf-8")
     else:
         write_text(text if text.endswith("\n") else text + "\n")
+
+
+def _train_dirs(refs: list[str], root: Path) -> list[Path]:
+    """The training runs' folders when every ref names one (a run id or its folder)."""
+    from crucible.reports.train_plot import is_train_dir
+
+    dirs = [Path(r) if is_train_dir(Path(r)) else root / r for r in refs]
+    ok = all("/" not in r or is_train_dir(Path(r)) for r in refs)
+    return dirs if ok and all(is_train_dir(d) for d in dirs) else []
+
+
+def _report_train(dirs: list[Path], fmt: Format, output: Path | None) -> None:
+    """Training runs: reward and components per step (HTML: a chart per run)."""
+    from crucible.reports.train_plot import render_train_html, train_summary
+
+    if fmt is Format.html:
+        _emit("".join(render_train_html(d) for d in dirs), output)
+        return
+    data = [train_summary(d) for d in dirs]
+    if fmt is Format.json:
+        import json
+
+        text = json.dumps({"train_runs": data}, indent=2) + "\n"
+        if output:
+            output.write_text(text)
+        else:
+            print_json({"train_runs": data})
+        return
+    lines = []
+    for d in data:
+        lines.append(f"{d['run']['id']} ({d['run']['state']}, {d['run']['recipe']})")
+        for m in d["reward_per_step"]:
+            comps = "  ".join(f"{k} {v:.3f}" for k, v in m["components"].items())
+            reward = "-" if m["reward_mean"] is None else f"{m['reward_mean']:.3f}"
+            lines.append(f"  step {m['step']:<5} reward {reward}  {comps}".rstrip())
+    _emit(terminal_safe("\n".join(lines)) + "\n", output)

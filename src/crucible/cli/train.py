@@ -73,8 +73,7 @@ def smoke_cmd(config_path: Path = ConfigArg, jobs_dir: Path | None = JobsDirOpt,
 
     The run is recorded like any other (`crucible runs get ID`); exit 1 when it fails.
     """
-    from crucible.train.config import jobs_dir_of
-    from crucible.train.config import launch
+    from crucible.train.config import jobs_dir_of, launch
 
     config = _load(config_path, jobs_dir, as_json)
     root = jobs_dir_of(config, None)
@@ -113,8 +112,7 @@ def launch_cmd(
     environment variable names, estimated cost per hour, and the knobs as the trainer
     gets them.
     """
-    from crucible.train.config import jobs_dir_of
-    from crucible.train.config import launch
+    from crucible.train.config import jobs_dir_of, launch
 
     config = _load(config_path, jobs_dir, as_json)
     if dry_run:

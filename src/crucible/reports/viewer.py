@@ -7,6 +7,8 @@ Routes (GET only):
   /api/jobs/<job>/tasks/<task>        one task's trials and its instruction
   /api/jobs/<job>/trials/<trial>      one trial: record, instruction, trajectory, logs, verifier output
   /api/jobs/<job>/trials/<trial>/files/<path>   a file of the trial folder, as text
+  /api/train/<run>                    a training run: reward per step, latest samples
+  /api/train/<run>/plot.svg           its reward and components per step, as SVG
 
 Trial folders hold untrusted output: names are checked to be direct children
 of the jobs dir, file paths must resolve inside their trial folder, and the
@@ -122,6 +124,9 @@ class _Handler(BaseHTTPRequestHandler):
                 ctype += "; charset=utf-8"
             self._send(200, static_file(parts[1]), ctype)
             return
+        if parts[:2] == ["api", "train"] and len(parts) in (3, 4):
+            self._train(parts[2], parts[3] if len(parts) == 4 else None)
+            return
         if parts[0] != "api" or len(parts) < 2 or parts[1] != "jobs":
             raise not_found("route")
         rest = parts[2:]
@@ -139,6 +144,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, data, "text/plain; charset=utf-8")
         else:
             raise not_found("route")
+
+    def _train(self, name: str, what: str | None) -> None:
+        from crucible.reports.train_plot import is_train_dir
+        from crucible.reports.viewer_api import _child
+        from crucible.reports.viewer_train import train_plot, train_run
+
+        folder = _child(self.server.api.jobs_dir, name)
+        if folder is None or not is_train_dir(folder) or what not in (None, "plot.svg"):
+            raise not_found("training run")
+        if what is None:
+            self._json(200, train_run(folder))
+        else:
+            self._send(200, train_plot(folder), "image/svg+xml; charset=utf-8")
 
 
 class ViewerServer(ThreadingHTTPServer):

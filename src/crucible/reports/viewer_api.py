@@ -204,7 +204,13 @@ class ViewerAPI:
                     }
                 )
         out.sort(key=lambda j: (j["created_at"] or "", j["job_id"]), reverse=True)
-        return {"jobs_dir": str(self.jobs_dir), "jobs": out}
+        from crucible.reports.viewer_train import train_runs
+
+        return {
+            "jobs_dir": str(self.jobs_dir),
+            "jobs": out,
+            "train_runs": train_runs(self.jobs_dir),
+        }
 
     def job(self, job_id: str) -> dict[str, Any]:
         jdir = self._job_dir(job_id)

@@ -194,6 +194,8 @@ def launch(config: TrainConfig, *, detach: bool | None = None, jobs_dir: Path | 
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True, env=_worker_env(), cwd=os.getcwd(),
         )  # fmt: skip
+    handle.record.pid = proc.pid  # until the worker records its own (the same process)
+    handle.save()
     handle.log(f"worker started: pid {proc.pid}")
     return handle.id
 
@@ -216,7 +218,7 @@ def wait(run_id: str, *, jobs_dir: Path, timeout_s: float | None = None,
         rec = read_run(folder)
         if rec.state in TERMINAL_STATES:
             return rec
-        if rec.state == "running" and rec.pid and not pid_alive(rec.pid):
+        if rec.state in ("pending", "running") and rec.pid and not pid_alive(rec.pid):
             return rec.model_copy(update={"state": "failed",
                                           "error": "its process is gone (killed or crashed)"})  # fmt: skip
         if deadline is not None and time.monotonic() >= deadline:

@@ -60,7 +60,7 @@ class RunHandle:
         handle = cls(jobs_dir, record, trace_samples=trace_samples)
         handle.folder.mkdir(parents=True, exist_ok=False)
         (handle.folder / CHECKPOINTS_DIR).mkdir()
-        handle._save()
+        handle.save()
         return handle
 
     @classmethod
@@ -77,7 +77,8 @@ class RunHandle:
     def checkpoints_dir(self) -> Path:
         return self.folder / CHECKPOINTS_DIR
 
-    def _save(self) -> None:
+    def save(self) -> None:
+        """Rewrite run.json and the index row from `record`."""
         write_json_atomic(self.folder / RUN_FILE, self.record.model_dump_json(indent=2))
         idx = Index(self.jobs_dir)
         try:
@@ -97,7 +98,7 @@ class RunHandle:
             self.record.pid = os.getpid()
             self.record.started_at = utcnow()
             self.record.total_steps = total_steps or self.record.total_steps
-            self._save()
+            self.save()
         self.log(f"started (pid {os.getpid()})")
 
     def finish(self, state: TrainState, error: str | None = None) -> None:
@@ -107,7 +108,7 @@ class RunHandle:
             self.record.state = state
             self.record.error = storable_text(error[:4000]) if error else None
             self.record.finished_at = utcnow()
-            self._save()
+            self.save()
         self.log(f"finished: {state}" + (f": {error.splitlines()[-1]}" if error else ""))
 
     def cancel_requested(self) -> bool:
@@ -122,7 +123,7 @@ class RunHandle:
         with self._lock:
             _append(self.folder / METRICS_FILE, metrics.model_dump_json())
             self.record.step = max(self.record.step, metrics.step)
-            self._save()
+            self.save()
 
     def add_samples(self, samples: list[SampleRecord]) -> int:
         """Record at most `trace_samples` per step in all; how many were kept."""
@@ -146,7 +147,7 @@ class RunHandle:
             shown = str(path)
         with self._lock:
             self.record.checkpoints.append(Checkpoint(step=step, path=shown))
-            self._save()
+            self.save()
         self.log(f"checkpoint at step {step}: {shown}")
 
 

@@ -48,6 +48,7 @@ function route() {
   if (parts[0] === "job" && parts.length === 2) return { view: "job", job: parts[1], api: `/api/jobs/${enc(parts[1])}` };
   if (parts[0] === "job" && parts[2] === "task") return { view: "task", job: parts[1], task: parts[3], api: `/api/jobs/${enc(parts[1])}/tasks/${enc(parts[3])}` };
   if (parts[0] === "job" && parts[2] === "trial") return { view: "trial", job: parts[1], trial: parts[3], api: `/api/jobs/${enc(parts[1])}/trials/${enc(parts[3])}` };
+  if (parts[0] === "train" && parts.length === 2) return { view: "train", run: parts[1], api: `/api/train/${enc(parts[1])}` };
   return { view: "jobs", api: "/api/jobs" };
 }
 
@@ -85,6 +86,39 @@ function renderJobs(data) {
     h("p", { class: "muted" }, data.jobs_dir),
     rows.length ? table(["job", "name", "agent / model", "status", "trials", "mean", "pass@1", "errors", "created"], rows, { id: "jobs" })
       : h("p", { class: "muted" }, "No jobs yet."),
+    ...renderTrainRuns(data.train_runs || []),
+  ];
+}
+
+function renderTrainRuns(runs) {
+  if (!runs.length) return [];
+  const rows = runs.map((t) =>
+    h("tr", { class: "click", onclick: () => (location.hash = `#/train/${enc(t.run_id)}`) },
+      h("td", {}, h("a", { href: `#/train/${enc(t.run_id)}` }, t.run_id)),
+      h("td", {}, [t.recipe, t.model].join(" / ")),
+      h("td", {}, t.state),
+      h("td", { class: "num" }, `${t.step} / ${t.total_steps ?? "-"}`),
+      h("td", { class: "num" }, fmt(t.reward_mean))));
+  return [h("h2", {}, "Training runs"), table(["run", "recipe / model", "state", "steps", "reward"], rows, { id: "train-runs" })];
+}
+
+function renderTrain(data, r) {
+  const run = data.run;
+  const steps = data.reward_per_step;
+  const last = steps.length ? steps[steps.length - 1] : null;
+  const comps = [...new Set(steps.flatMap((m) => Object.keys(m.components)))];
+  const rows = steps.map((m) => h("tr", {}, h("td", { class: "num" }, String(m.step)), h("td", { class: "num" }, fmt(m.reward_mean)),
+    ...comps.map((c) => h("td", { class: "num" }, fmt(m.components[c]))), h("td", { class: "num" }, secs(m.step_time_s))));
+  const samples = data.samples.map((s) => h("tr", {}, h("td", { class: "num" }, String(s.step)), h("td", { class: "num" }, fmt(s.reward)),
+    h("td", {}, h("pre", {}, s.prompt)), h("td", {}, h("pre", {}, s.response))));
+  return [
+    h("h1", {}, run.id),
+    h("div", { class: "cards", id: "train-cards" }, card("state", run.state), card("recipe", run.recipe), card("model", run.model),
+      card("step", `${run.step} / ${run.total_steps ?? "-"}`), card("reward", fmt(last ? last.reward_mean : null))),
+    h("img", { id: "train-plot", alt: "reward per step", src: `/api/train/${enc(r.run)}/plot.svg?v=${steps.length}` }),
+    table(["step", "reward", ...comps, "dur"], rows, { id: "train-steps" }),
+    h("h2", {}, `Samples (latest ${data.samples.length} of ${data.n_samples})`),
+    table(["step", "reward", "prompt", "response"], samples, { id: "train-samples" }),
   ];
 }
 
@@ -279,7 +313,7 @@ async function refresh() {
     app.replaceChildren(h("p", { class: "err", id: "error" }, data.error || res.statusText));
   } else {
     setCrumbs(r, { task: r.task || data.task });
-    const view = { jobs: renderJobs, job: renderJob, task: renderTask, trial: renderTrial }[r.view];
+    const view = { jobs: renderJobs, job: renderJob, task: renderTask, trial: renderTrial, train: renderTrain }[r.view];
     app.replaceChildren(...view(data, r).flat().filter(Boolean));
   }
   document.body.dataset.view = r.view;
