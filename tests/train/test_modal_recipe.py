@@ -209,3 +209,29 @@ def test_live_plan_resolves_on_modal() -> None:  # pragma: no cover - needs cred
         assert sdk.prop(app, "App.app_id")
 
     asyncio.run(go())
+
+
+def test_the_remote_reward_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """What runs in the trainer (slime's rm, verl's compute_score) scores with the config's
+    reward and prints sample lines that the host's watcher turns into a step."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from crucible.train import remote
+
+    monkeypatch.setenv(remote.CONFIG_ENV, str(REPO / "tests" / "train" / "tiny_config.py"))
+    monkeypatch.setenv(remote.NONCE_ENV, "n0nce")
+    monkeypatch.setattr(remote, "_loaded", {})
+    sample = SimpleNamespace(prompt=[{"role": "user", "content": "What colour is the sky?"}],
+                             response="blue", label="blue", metadata={})  # fmt: skip
+    assert asyncio.run(remote.slime_rm(SimpleNamespace(), sample)) == 1.5
+    got = remote.compute_score("crucible", "no idea at all here friend", '"blue"',
+                               {"prompt": "What colour is the sky?", "metadata": "{}"})  # fmt: skip
+    assert got["score"] == 0.5 and got["hit"] == 0.0 and got["short"] == 1.0
+    w, handle = _watch(tmp_path, per_step=2)
+    w.feed(capsys.readouterr().out)
+    assert w.step == 1 and handle.record.step == 1
+    rows = [json.loads(x) for x in (handle.folder / SAMPLES_FILE).read_text().splitlines()]
+    assert [r["reward"] for r in rows] == [1.5, 0.5]
+    assert rows[0]["prompt"] == "What colour is the sky?"
