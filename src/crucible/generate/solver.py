@@ -94,16 +94,23 @@ def cost_of(results: list[TrialResult]) -> float | None:
 
 
 def approach_of(jobs: Path, results: list[TrialResult]) -> str:
-    """The tool calls of the first solved attempt, from its trajectory (crucible's own record)."""
+    """The tool calls of the first solved attempt, from its trajectory (crucible's own
+    record, read through `load_trajectory`), at most the last 4,000 characters."""
     import json
+
+    from crucible.records.trajectory import load_trajectory
 
     for r in results:
         if not solved(r):
             continue
-        path = jobs / r.job_id / r.trial_name / "agent" / "trajectory.json"
         try:
-            data = json.loads(path.read_text())
+            traj = load_trajectory(jobs / r.job_id / r.trial_name / "agent")
         except (OSError, ValueError):
             return ""
-        return json.dumps(data.get("steps", data) if isinstance(data, dict) else data)[-4000:]
+        calls = [
+            {"tool": a.tool, "arguments": a.arguments, "exit_code": a.exit_code}
+            for turn in traj.turns
+            for a in turn.actions
+        ]
+        return json.dumps(calls)[-4000:]
     return ""
