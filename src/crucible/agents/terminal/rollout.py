@@ -26,6 +26,7 @@ from crucible.agents.terminal.context import CannotFit, ContextBudget
 from crucible.agents.terminal.tools import DOCS_TOOL, SUBMIT_TOOL, bash_tool, parse_text_reply
 from crucible.agents.terminal.trajectory import save_trajectory
 from crucible.errors import ModelFailed
+from crucible.export.atif.native import write_native_atif
 from crucible.llm.client import ChatReply, ContextOverflow, ModelClient, ToolCall, ToolsUnsupported
 from crucible.llm.pricing import ModelPrice, cost_usd
 from crucible.records.trajectory import Action, Event, Trajectory, Turn
@@ -180,6 +181,8 @@ class Rollout:
             save_trajectory(self.traj, self.ctx.logs_dir)
         except OSError:
             pass  # the record is best effort; the rollout goes on
+        if finished:
+            write_native_atif(self.traj, self.ctx.logs_dir)  # agent/trajectory.atif.json
 
     async def _call(self) -> ChatReply:
         remaining = self._remaining()
