@@ -8,6 +8,7 @@ Harbor's own validator.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -16,7 +17,10 @@ from pathlib import Path
 
 import pytest
 from atif import Trajectory as AtifModel
+from tests.helpers.jobs import JobsFactory
+from typer.testing import CliRunner
 
+from crucible.cli.main import app
 from crucible.export.atif.claude_code import claude_code_to_atif
 from crucible.export.atif.codex import codex_to_atif
 from crucible.export.atif.common import ATIF_FILE, MAX_STEPS, TEXT_CAP
@@ -282,3 +286,45 @@ def test_harbor_validator_accepts_the_output(tmp_path: Path) -> None:
     )
     res = harbor_validates(bad)
     assert res is not None and res.returncode != 0  # the validator does reject
+
+
+def test_runs_trace_format_atif(jobs: JobsFactory, tmp_path: Path) -> None:
+    """`crucible runs trace --format atif`: a terminal-agent record and a claude-code stdout
+    become TRIAL/agent/trajectory.json (Harbor's layout); a trial with neither is missing."""
+    j = jobs.job("job-atif", tasks=["alpha", "beta", "gamma"])
+    j.trial("alpha", 0, agent_files={"trajectory.json": native_record().model_dump_json()})
+    j.trial(
+        "beta", 0, agent_files={"stdout.txt": (SAMPLES / "claude-code-stream.jsonl").read_text()}
+    )
+    j.trial("gamma", 0, agent_files={"oracle.txt": "ran solve.sh\n"})
+    result = j.path / "beta__0" / "result.json"
+    data = json.loads(result.read_text())
+    data["agent_result"]["metadata"] = {"template": "claude-code"}
+    result.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    args = [
+        "runs",
+        "trace",
+        j.job_id,
+        "--jobs-dir",
+        str(j.jobs_dir),
+        "--out",
+        str(out),
+        "--format",
+        "atif",
+        "--json",
+    ]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.stderr
+    manifest = json.loads(res.stdout)
+    by_trial = {t["trial_name"]: t for t in manifest["trials"]}
+    assert by_trial["gamma__0"]["files"] == [] and by_trial["gamma__0"]["missing"]
+    for name, agent in (("alpha__0", "terminal"), ("beta__0", "claude-code")):
+        path = out / name / "agent" / "trajectory.json"
+        doc = AtifModel.model_validate_json(path.read_text())
+        assert doc.agent.name == agent
+        (entry,) = by_trial[name]["files"]
+        assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert sorted(p.name for p in out.iterdir()) == ["alpha__0", "beta__0", "manifest.json"]
+    bad = CliRunner().invoke(app, [*args[:-3], "--format", "xml"])
+    assert bad.exit_code == 2 and "--format" in bad.stderr

@@ -347,7 +347,9 @@ class CommandAgent(Agent):
         (ctx.logs_dir / "command.txt").write_text(command + "\n")
         (ctx.logs_dir / "stdout.txt").write_text(res.stdout)
         (ctx.logs_dir / "stderr.txt").write_text(res.stderr)
-        write_installed_atif(self.template.name if self.template else None, res.stdout, ctx.logs_dir)
+        write_installed_atif(
+            self.template.name if self.template else None, res.stdout, ctx.logs_dir
+        )
 
         usage, cost = None, None
         if self.template is not None and self.template.parse_usage is not None:
