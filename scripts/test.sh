@@ -2,7 +2,7 @@
 # Sets up everything the test suite needs on a fresh Debian machine (as root),
 # then runs it: a virtual environment with crucible[dev], a Docker engine with
 # a locally built base image, Buildah with the same base image (image-backed local
-# sandboxes), and headless Chromium for the browser tests.
+# sandboxes), headless Chromium for the browser tests, and tmux (the terminal agent's tmux tool).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,7 @@ if [ "$(id -u)" = 0 ]; then
     bash scripts/setup-docker.sh
     bash scripts/setup-images.sh
     bash scripts/setup-browser.sh
+    bash scripts/setup-tmux.sh
 else
     echo "not root: skipping Docker, Buildah and Chromium set-up (those tests skip outside CI)" >&2
 fi

@@ -32,6 +32,16 @@ class TerminalConfig(AgentOptions):
     request_timeout_sec: float = Field(default=600.0, gt=0)
     price_table: Path | None = None
     system_prompt: str | None = None
+    # the shell tools offered with function calling: bash (a fresh shell per call) and/or
+    # tmux (one persistent TTY; agents/terminal/tmux.py). `tools=bash,tmux` on the CLI.
+    tools: list[Literal["bash", "tmux"]] = Field(default_factory=lambda: ["bash"], min_length=1)
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _split_tools(cls, value: object) -> object:
+        return (
+            [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
+        )
 
     @field_validator("docs_index")
     @classmethod
@@ -78,6 +88,10 @@ When the task is complete, reply with the word SUBMIT on a line of its own and n
 DOCS_TOOLS_LINE = (
     "\n\n`docs` searches the documentation of the libraries involved (action=query with keys) and "
     "reads pages in windows (action=show with page and offset). Use it when unsure of an API."
+)
+TMUX_TOOLS_LINE = (
+    "\n\n`tmux` is a persistent interactive terminal (a TTY): use it for REPLs, editors, prompts "
+    "and anything that must keep running, and for commands whose `cd` or variables should persist."
 )
 DOCS_TEXT_LINE = (
     "\n\nTo search the documentation, use a ```docs block holding `query WORDS...`; to read a page, "

@@ -20,9 +20,11 @@ from crucible.agents.terminal.config import (
     DOCS_TOOLS_LINE,
     SYSTEM_TEXT,
     SYSTEM_TOOLS,
+    TMUX_TOOLS_LINE,
     TerminalConfig,
 )
 from crucible.agents.terminal.context import CannotFit, ContextBudget
+from crucible.agents.terminal.tmux import tmux_tools
 from crucible.agents.terminal.tools import DOCS_TOOL, SUBMIT_TOOL, bash_tool, parse_text_reply
 from crucible.agents.terminal.trajectory import save_trajectory
 from crucible.errors import ModelFailed
@@ -78,6 +80,8 @@ class Rollout:
         docs = ""
         if self.cfg.docs_index is not None:
             docs = DOCS_TOOLS_LINE if self.mode == "tools" else DOCS_TEXT_LINE
+        if "tmux" in self.cfg.tools and self.mode == "tools":
+            docs += TMUX_TOOLS_LINE
         return template.format(
             workdir=self.ctx.task.workdir, budget=self.cfg.output_budget_chars, docs=docs
         )
@@ -89,6 +93,7 @@ class Rollout:
             bash_tool(self.cfg.command_timeout_sec, self.cfg.max_command_timeout_sec),
             SUBMIT_TOOL,
         ]
+        tools = tmux_tools(self.cfg.tools, tools)
         if self.cfg.docs_index is not None:
             tools.append(DOCS_TOOL)
         return tools
