@@ -11,6 +11,7 @@ from crucible.agents.base import AgentOptions
 from crucible.llm.client import DEFAULT_API_KEY_ENV
 
 ToolMode = Literal["auto", "tools", "text"]
+ShellTool = Literal["bash", "tmux"]
 
 
 class TerminalConfig(AgentOptions):
@@ -34,7 +35,7 @@ class TerminalConfig(AgentOptions):
     system_prompt: str | None = None
     # the shell tools offered with function calling: bash (a fresh shell per call) and/or
     # tmux (one persistent TTY; agents/terminal/tmux.py). `tools=bash,tmux` on the CLI.
-    tools: list[Literal["bash", "tmux"]] = Field(default_factory=lambda: ["bash"], min_length=1)
+    tools: list[ShellTool] = Field(default_factory=lambda: list[ShellTool](["bash"]), min_length=1)
 
     @field_validator("tools", mode="before")
     @classmethod

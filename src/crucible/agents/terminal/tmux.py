@@ -27,6 +27,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +248,7 @@ class Tmux:
         return f"error: unknown action {action!r}; use run, send or read", None, False
 
 
-def tmux_tools(chosen: list[str], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def tmux_tools(chosen: Sequence[str], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The function-calling tools for the options' `tools`: bash left out unless chosen,
     tmux added when chosen (submit and docs stay)."""
     out = [t for t in tools if t["function"]["name"] != "bash" or "bash" in chosen]
