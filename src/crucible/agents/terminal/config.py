@@ -33,8 +33,8 @@ class TerminalConfig(AgentOptions):
     request_timeout_sec: float = Field(default=600.0, gt=0)
     price_table: Path | None = None
     system_prompt: str | None = None
-    # the shell tools offered with function calling: bash (a fresh shell per call) and/or
-    # tmux (one persistent TTY; agents/terminal/tmux.py). `tools=bash,tmux` on the CLI.
+    # Shell tools offered with function calling: `bash` (a fresh shell per call) and/or `tmux`
+    # (one persistent interactive terminal). `--agent-kwarg tools=bash,tmux` on the CLI.
     tools: list[ShellTool] = Field(default_factory=lambda: list[ShellTool](["bash"]), min_length=1)
 
     @field_validator("tools", mode="before")
