@@ -38,7 +38,8 @@ LAYERS: list[tuple[str, ...]] = [
     # sits below agents/ (DESIGN.md lists it beside skills/, which only the CLI uses).
     ("tasks", "store", "docs", "contracts", "modalrt", "webauth"),
     ("sandboxes",),
-    ("llm",),
+    # export.atif converts records and agents' logs to ATIF; agents/ write it at a run's end
+    ("llm", "export.atif"),
     ("agents",),
     ("verifiers",),
     ("metrics",),

@@ -48,6 +48,7 @@ import json, sys
 json.dump(sys.argv[1:], open("/tmp/codex-argv.json", "w"))
 open("/app/hello.txt", "w").write("Hello, crucible!\n")
 print(json.dumps({"type": "thread.started"}))
+print(json.dumps({"type": "item.completed", "item": {"id": "item_1", "type": "command_execution", "command": "ls", "aggregated_output": "hello.txt", "exit_code": 0, "status": "completed"}}))
 print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 1000, "cached_input_tokens": 200, "output_tokens": 50}}))
 print("not json")
 print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 500, "cached_input_tokens": 0, "output_tokens": 25}}))
@@ -140,6 +141,11 @@ async def test_codex_template_runs_and_reports_usage(
         cost_usd("gpt-4o", Usage(input_tokens=1500, cache_read_tokens=200, output_tokens=75))
     )
     assert result.metadata["template"] == "codex"
+    # its event stream, as ATIF beside the raw logs (export/atif/codex.py)
+    atif = json.loads((tmp_path / "agent" / "trajectory.atif.json").read_text())
+    (step,) = atif["steps"]
+    assert step["tool_calls"][0]["arguments"] == {"command": "ls"}
+    assert step["observation"]["results"][0]["extra"]["exit_code"] == 0
 
 
 async def test_no_network_is_refused_clearly(task: Task, tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from crucible.agents.base import Agent, AgentContext, AgentOptions
 from crucible.errors import ResourcesUnavailable, SandboxFailed
+from crucible.export.atif.installed import write_installed_atif
 from crucible.llm.pricing import cost_usd
 from crucible.records.trial import AgentError, AgentInfo, AgentResult, ModelInfo
 from crucible.records.usage import Usage
@@ -353,6 +354,9 @@ class CommandAgent(Agent):
         (ctx.logs_dir / "command.txt").write_text(command + "\n")
         (ctx.logs_dir / "stdout.txt").write_text(res.stdout)
         (ctx.logs_dir / "stderr.txt").write_text(res.stderr)
+        write_installed_atif(
+            self.template.name if self.template else None, res.stdout, ctx.logs_dir
+        )
 
         usage, cost = None, None
         if self.template is not None and self.template.parse_usage is not None:

@@ -14,6 +14,11 @@ Layout of the export:
                                        logs/verifier with the reward files, logs/artifacts)
                                        and its manifest.json
 
+With format "atif" (write_atif_trace), each trial folder holds only agent/trajectory.json,
+the trial's ATIF v1.8 document under Harbor's name for it: the one the run wrote, or one
+converted from the terminal agent's record or an installed agent's stdout
+(export/atif/trial.py); a trial with nothing to convert is listed as missing.
+
 Files under sandbox/ come from untrusted code: symbolic links (and anything that
 is not a regular file) are listed as skipped and never followed, so an agent
 cannot make an export copy files from the host.
@@ -31,6 +36,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from crucible.export.atif.trial import atif_json, trial_atif
 from crucible.records.job import JobConfig
 from crucible.records.text import storable_text
 from crucible.records.trial import TrialResult, utcnow
@@ -38,6 +44,7 @@ from crucible.store.layout import AGENT_DIR, SANDBOX_DIR, VERIFIER_DIR, dump, wr
 from crucible.store.logs import TRIAL_LOG
 
 MANIFEST = "manifest.json"
+HARBOR_TRAJECTORY = f"{AGENT_DIR}/trajectory.json"  # where Harbor's readers look for ATIF
 TREES = (AGENT_DIR, VERIFIER_DIR, SANDBOX_DIR)
 
 
@@ -281,6 +288,56 @@ def write_trace(manifest: TraceManifest, plan: Plan, out: Path) -> TraceManifest
     manifest.total_bytes = sum(f.size for t in manifest.trials for f in t.files) + sum(
         f.size for f in manifest.job_files
     )
+    manifest.exported_at = utcnow()
+    write_json_atomic(out / MANIFEST, dump(manifest))
+    return manifest
+
+
+def atif_documents(jdir: Path, manifest: TraceManifest) -> dict[str, str]:
+    """Trial name -> its ATIF JSON, for the manifest's trials that have one."""
+    from crucible.store.trial_load import load_trial_result
+
+    docs: dict[str, str] = {}
+    for tt in manifest.trials:
+        tdir = jdir / tt.trial_name
+        try:
+            result = load_trial_result(tdir / "result.json")
+        except (OSError, ValueError):
+            result = None
+        got = trial_atif(tdir, result)
+        if got is not None:
+            docs[tt.trial_name] = atif_json(got[0])
+    return docs
+
+
+def plan_atif(manifest: TraceManifest, docs: dict[str, str]) -> TraceManifest:
+    """The manifest of an ATIF export: one agent/trajectory.json per trial that has a document."""
+    for tt in manifest.trials:
+        tt.skipped = []
+        doc = docs.get(tt.trial_name)
+        if doc is None:
+            tt.files, tt.missing = [], ["ATIF trajectory (no record to convert)"]
+            continue
+        path = f"{tt.trial_name}/{HARBOR_TRAJECTORY}"
+        tt.files, tt.missing = [TraceFile(path=path, kind="atif", size=len(doc.encode()))], []
+    manifest.job_files = []
+    manifest.n_files = sum(len(t.files) for t in manifest.trials)
+    manifest.total_bytes = sum(f.size for t in manifest.trials for f in t.files)
+    return manifest
+
+
+def write_atif_trace(manifest: TraceManifest, docs: dict[str, str], out: Path) -> TraceManifest:
+    out.mkdir(parents=True, exist_ok=True)
+    for tt in manifest.trials:
+        for f in tt.files:
+            dst = out / f.path
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if dst.is_symlink():
+                dst.unlink()  # left from an earlier export: replaced, never written through
+            data = docs[tt.trial_name].encode()
+            dst.write_bytes(data)
+            f.size, f.sha256 = len(data), hashlib.sha256(data).hexdigest()
+    manifest.dry_run = False
     manifest.exported_at = utcnow()
     write_json_atomic(out / MANIFEST, dump(manifest))
     return manifest

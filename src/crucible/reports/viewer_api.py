@@ -16,6 +16,8 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+from crucible.export.atif.common import ATIF_FILE
+from crucible.export.atif.trial import trial_atif
 from crucible.metrics.aggregate import group_metrics, task_metrics
 from crucible.metrics.model import MetricOptions
 from crucible.metrics.records import record_from_result
@@ -293,7 +295,10 @@ class ViewerAPI:
             "timings": timings,
             "instruction": self._instruction(jdir, cfg, task, tdir) if task else None,
             "trajectory": self._trajectory(tdir),
-            "agent_logs": self._texts(tdir / AGENT_DIR, skip={TRAJECTORY_FILE, TRAJECTORY_LOG})
+            "atif": self._atif(tdir, result),
+            "agent_logs": self._texts(
+                tdir / AGENT_DIR, skip={TRAJECTORY_FILE, TRAJECTORY_LOG, ATIF_FILE}
+            )
             + self._texts(collected_dir(tdir, LOGS_AGENT), base=tdir),
             "verifier": self._texts(tdir / VERIFIER_DIR)
             + self._texts(collected_dir(tdir, LOGS_VERIFIER), base=tdir),
@@ -333,6 +338,14 @@ class ViewerAPI:
             return json.loads(p.read_text(errors="replace"))
         except ValueError:
             return read_text_capped(p)
+
+    def _atif(self, tdir: Path, result: TrialResult | None) -> dict[str, Any] | None:
+        """The trial's ATIF trajectory (written, or converted from the agent's own log)."""
+        got = trial_atif(tdir, result)
+        if got is None:
+            return None
+        doc, source = got
+        return {"source": source, "document": doc.to_json_dict()}
 
     def _texts(
         self, folder: Path, skip: set[str] | None = None, base: Path | None = None

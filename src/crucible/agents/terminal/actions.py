@@ -10,6 +10,7 @@ from typing import Any
 
 from crucible.agents.base import AgentContext
 from crucible.agents.terminal.config import NONINTERACTIVE_ENV, TerminalConfig
+from crucible.agents.terminal.tmux import Tmux
 from crucible.agents.terminal.tools import TextAction, docs_args_from_text, format_exec, run_docs
 from crucible.llm.client import ToolCall
 from crucible.records.trajectory import RAW_OUTPUT_CAP, Action
@@ -28,6 +29,7 @@ class Actions:
         self.bash_cmd: list[str] | None = None
         # The shell's state between calls: data files in the sandbox, never run as code.
         self.state = f"/tmp/.crucible-shell-{secrets.token_hex(6)}"
+        self.tmux = Tmux(ctx, cfg.output_budget_chars)
 
     async def tool_call(self, call: ToolCall, after_submit: bool) -> tuple[Action, bool]:
         """The action a tool call makes, and whether it is the submission."""
@@ -52,6 +54,9 @@ class Actions:
         elif call.name == "bash" and isinstance(args.get("command"), str):
             action = await self.bash(args["command"], args.get("timeout_sec"))
             action.tool_call_id, action.arguments = call.id, args
+        elif call.name == "tmux" and "tmux" in self.cfg.tools:
+            action = await self.tmux_action(args)
+            action.tool_call_id = call.id
         elif call.name == "docs" and self.cfg.docs_index is not None:
             action = await self.docs(args)
             action.tool_call_id = call.id
@@ -83,7 +88,7 @@ class Actions:
             return [*self.bash_cmd, env + "exec 2>&1\n" + command]
         return [*self.bash_cmd, env + shell_state_prelude(self.state) + "exec 2>&1\n" + command]
 
-    async def bash(self, command: str, timeout_arg: Any) -> Action:
+    def _timeout(self, timeout_arg: Any) -> float:
         timeout = self.cfg.command_timeout_sec
         if (
             isinstance(timeout_arg, int | float)
@@ -91,7 +96,10 @@ class Actions:
             and timeout_arg > 0
         ):
             timeout = min(float(timeout_arg), self.cfg.max_command_timeout_sec)
-        timeout = max(min(timeout, self.remaining() - 1.0), 1.0)
+        return max(min(timeout, self.remaining() - 1.0), 1.0)
+
+    async def bash(self, command: str, timeout_arg: Any) -> Action:
+        timeout = self._timeout(timeout_arg)
         started = utcnow()
         user = self.ctx.task.config.agent.user
         res = await self.ctx.sandbox.exec(
@@ -115,6 +123,20 @@ class Actions:
             truncated=cut or res.truncated,
             started_at=started,
             duration_sec=res.duration_sec,
+        )
+
+    async def tmux_action(self, args: dict[str, Any]) -> Action:
+        started, t0 = utcnow(), time.monotonic()
+        timeout = self._timeout(args.get("timeout_sec"))
+        output, code, timed_out = await self.tmux.call(args, timeout)
+        return Action(
+            tool="tmux",
+            arguments=args,
+            output=output,
+            exit_code=code,
+            timed_out=timed_out,
+            started_at=started,
+            duration_sec=time.monotonic() - t0,
         )
 
     async def docs(self, args: dict[str, Any]) -> Action:

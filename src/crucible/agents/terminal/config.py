@@ -25,6 +25,7 @@ SAMPLING_KEYS = (
     "repetition_penalty",
     "n",
 )
+ShellTool = Literal["bash", "tmux"]
 
 
 class TerminalConfig(AgentOptions):
@@ -78,6 +79,17 @@ class TerminalConfig(AgentOptions):
     def sampling(self) -> dict[str, Any]:
         """The sampling options that were set, as request fields."""
         return {k: getattr(self, k) for k in SAMPLING_KEYS if getattr(self, k) is not None}
+
+    # Shell tools offered with function calling: `bash` (a fresh shell per call) and/or `tmux`
+    # (one persistent interactive terminal). `--agent-kwarg tools=bash,tmux` on the CLI.
+    tools: list[ShellTool] = Field(default_factory=lambda: list[ShellTool](["bash"]), min_length=1)
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _split_tools(cls, value: object) -> object:
+        return (
+            [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
+        )
 
     @field_validator("docs_index")
     @classmethod
@@ -163,6 +175,10 @@ def environment_line(os_name: str, user: str, workdir: str, network: bool) -> st
 DOCS_TOOLS_LINE = (
     "\n\n`docs` searches the documentation of the libraries involved (action=query with keys) and "
     "reads pages in windows (action=show with page and offset). Use it when unsure of an API."
+)
+TMUX_TOOLS_LINE = (
+    "\n\n`tmux` is a persistent interactive terminal (a TTY): use it for REPLs, editors, prompts "
+    "and anything that must keep running, and for commands whose `cd` or variables should persist."
 )
 DOCS_TEXT_LINE = (
     "\n\nTo search the documentation, use a ```docs block holding `query WORDS...`; to read a page, "

@@ -23,13 +23,16 @@ from crucible.agents.terminal.config import (
     NONINTERACTIVE,
     SYSTEM_TEXT,
     SYSTEM_TOOLS,
+    TMUX_TOOLS_LINE,
     TerminalConfig,
 )
 from crucible.agents.terminal.context import CannotFit, ContextBudget, note_summary
+from crucible.agents.terminal.tmux import tmux_tools
 from crucible.agents.terminal.tools import DOCS_TOOL, SUBMIT_TOOL, bash_tool, parse_text_reply
 from crucible.agents.terminal.trajectory import TRAJECTORY_LOG, TrajectoryLog
 from crucible.agents.terminal.turns import as_text_message, environment_facts, text_turn, tool_turn
 from crucible.errors import ModelFailed
+from crucible.export.atif.native import write_native_atif
 from crucible.llm.client import ContextOverflow, ToolsUnsupported
 from crucible.llm.pricing import ModelPrice, cost_usd
 from crucible.llm.reply import ChatClient, ChatReply
@@ -96,6 +99,8 @@ class Rollout:
         docs = ""
         if self.cfg.docs_index is not None:
             docs = DOCS_TOOLS_LINE if self.mode == "tools" else DOCS_TEXT_LINE
+        if "tmux" in self.cfg.tools and self.mode == "tools":
+            docs += TMUX_TOOLS_LINE
         return template.format(
             workdir=self.ctx.task.workdir,
             budget=self.cfg.output_budget_chars,
@@ -120,6 +125,7 @@ class Rollout:
             bash_tool(self.cfg.command_timeout_sec, self.cfg.max_command_timeout_sec),
             SUBMIT_TOOL,
         ]
+        tools = tmux_tools(self.cfg.tools, tools)
         if self.cfg.docs_index is not None:
             tools.append(DOCS_TOOL)
         return tools
@@ -239,6 +245,8 @@ class Rollout:
             self.log.sync(self.traj, finished=status is not None)
         except OSError:
             pass  # the record is best effort; the rollout goes on
+        if status is not None:
+            write_native_atif(self.traj, self.ctx.logs_dir)  # agent/trajectory.atif.json
 
     async def _call(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None

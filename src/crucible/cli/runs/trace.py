@@ -34,6 +34,12 @@ def trace_cmd(
     yes: bool = typer.Option(
         False, "--yes", "-y", help="Write into a non-empty --out folder (files are overwritten)."
     ),
+    fmt: str = typer.Option(
+        "files",
+        "--format",
+        help="files: the trial's records and logs as stored; atif: only each trial's ATIF v1.8 "
+        "trajectory, at TRIAL/agent/trajectory.json (Harbor's layout), converted where needed.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Export, per finished trial: instruction, agent output (trajectory), verifier output, rewards.
@@ -41,10 +47,23 @@ def trace_cmd(
     A training run: its sampled responses with their rewards, one file per step.
 
     Writes OUT/manifest.json (trials, files, sizes, sha256) beside one folder per
-    trial. Symbolic links under agent/ and verifier/ are listed as skipped, never
+    trial. With --format atif each trial folder holds its ATIF trajectory only. Symbolic links under agent/ and verifier/ are listed as skipped, never
     followed. Refuses a non-empty OUT without --yes; nothing is deleted there.
     """
-    from crucible.export.trace import NothingSelected, out_is_nonempty, plan_trace, write_trace
+    from crucible.export.trace import (
+        NothingSelected,
+        atif_documents,
+        out_is_nonempty,
+        plan_atif,
+        plan_trace,
+        write_atif_trace,
+        write_trace,
+    )
+
+    if fmt not in ("files", "atif"):
+        fail(
+            ExitCode.USAGE, "usage", f"--format must be files or atif, not {fmt!r}", as_json=as_json
+        )
 
     with open_jobs_dir(jobs_dir, as_json) as jd:
         rec = resolve(jd, job_id, as_json)
@@ -79,6 +98,10 @@ def trace_cmd(
             hint=f"`crucible runs get {rec.job_id} --verbose` lists its trials",
             as_json=as_json,
         )
+    docs: dict[str, str] = {}
+    if fmt == "atif":
+        docs = atif_documents(rec.path, manifest)
+        manifest = plan_atif(manifest, docs)
     nonempty = out_is_nonempty(out)
     if dry_run:
         data = manifest.model_dump(mode="json")
@@ -110,7 +133,10 @@ def trace_cmd(
         )
     if out.exists() and not out.is_dir():
         fail(ExitCode.ERROR, "exists", f"{out} is a file, not a folder", as_json=as_json)
-    manifest = write_trace(manifest, plan, out)
+    if fmt == "atif":
+        manifest = write_atif_trace(manifest, docs, out)
+    else:
+        manifest = write_trace(manifest, plan, out)
     if as_json:
         print_json(manifest.model_dump(mode="json"))
         return

@@ -235,6 +235,31 @@ function renderTrajectory(t) {
   }));
 }
 
+// An ATIF trajectory (agent/trajectory.atif.json, or converted from the agent's own log):
+// one block per step, its tool calls and the observations that answer them.
+function renderAtif(a) {
+  const doc = a.document || {};
+  const agent = doc.agent || {};
+  const head = h("div", { class: "muted" }, `ATIF ${doc.schema_version || ""} · ${agent.name || "agent"} ${agent.version || ""}` +
+    (agent.model_name ? ` · ${agent.model_name}` : "") + ` · from ${a.source}` + (doc.notes ? ` · ${doc.notes}` : ""));
+  const steps = (doc.steps || []).map((s) => {
+    const parts = [];
+    if (s.reasoning_content) parts.push(h("pre", { class: "reasoning" }, s.reasoning_content));
+    const text = contentText(s.message);
+    if (text) parts.push(h("pre", {}, text));
+    for (const tc of s.tool_calls || []) parts.push(h("pre", { class: "tool-call", "data-call": tc.tool_call_id }, callText({ name: tc.function_name, arguments: tc.arguments })));
+    for (const r of (s.observation && s.observation.results) || []) {
+      const code = r.extra && r.extra.exit_code !== undefined && r.extra.exit_code !== null ? ` (exit ${r.extra.exit_code})` : "";
+      parts.push(h("pre", { class: "observation", "data-call": r.source_call_id || "" }, `→${code} ${contentText(r.content)}`));
+    }
+    const m = s.metrics;
+    const tok = m && (m.prompt_tokens !== undefined || m.completion_tokens !== undefined) ? ` · ${m.prompt_tokens ?? "?"} in / ${m.completion_tokens ?? "?"} out` : "";
+    const role = s.source === "agent" ? "assistant" : s.source;
+    return h("div", { class: `msg role-${role} atif-step`, "data-step": String(s.step_id) }, h("div", { class: "role" }, `${s.step_id} · ${s.source}${tok}`), parts);
+  });
+  return h("div", { id: "atif-trajectory" }, head, steps);
+}
+
 function fileLink(r, path) {
   return h("a", { href: `/api/jobs/${enc(r.job)}/trials/${enc(r.trial)}/files/${path.split("/").map(enc).join("/")}`, target: "_blank" }, path);
 }
@@ -281,7 +306,7 @@ function renderTrial(data, r) {
     h("h2", {}, "Instruction"),
     data.instruction ? h("pre", { id: "instruction" }, data.instruction.text) : h("p", { class: "muted", id: "instruction" }, "instruction not found"),
     h("h2", {}, "Agent"),
-    data.trajectory !== null ? renderTrajectory(data.trajectory) : texts(data.agent_logs, "agent-logs"),
+    data.atif ? renderAtif(data.atif) : data.trajectory !== null ? renderTrajectory(data.trajectory) : texts(data.agent_logs, "agent-logs"),
     h("h2", {}, "Verifier"),
     texts(data.verifier, "verifier"),
     h("h2", {}, "Trial log"),

@@ -1,0 +1,1 @@
+"""ATIF v1.8 trajectories from crucible's terminal agent and from installed agents' native logs."""
