@@ -1,0 +1,1 @@
+"""Task generation by self-play: setter protocol, solver, checks, archive, hardening, loop, report."""
