@@ -12,7 +12,9 @@ import pytest
 from crucible.generate.seeds import MAX_FILE_BYTES, Seed, SeedError, load_seeds
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "generate"
-WORKFLOW = "import json\nimport numpy as np\n\nprint(json.dumps({'x': float(np.pi)}))\n" + "#\n" * 40
+WORKFLOW = (
+    "import json\nimport numpy as np\n\nprint(json.dumps({'x': float(np.pi)}))\n" + "#\n" * 40
+)
 
 
 def test_mine_finds_the_self_contained_workflows_of_the_example() -> None:
@@ -33,7 +35,9 @@ def test_issues_reads_the_seed_pack() -> None:
     seeds = load_seeds("issues", EXAMPLES / "seeds.jsonl", "scientific computing")
     assert len(seeds) == 5 and seeds[0].source == "seeds.jsonl:1"
     assert seeds[0].id.startswith("issue-welford-merge-unequal-")
-    assert "repo: example/stats-toolkit" in seeds[0].text and "labels: bug, parallel" in seeds[0].text
+    assert (
+        "repo: example/stats-toolkit" in seeds[0].text and "labels: bug, parallel" in seeds[0].text
+    )
     brief = seeds[0].setter_brief()
     assert "deterministic" in brief and "smoke-sized" in brief and seeds[0].text in brief
     assert load_seeds("selfplay", None, None) == []
@@ -71,7 +75,9 @@ def test_a_bad_pack_line_is_named(tmp_path: Path, line: str, message: str) -> No
 
 def test_a_repeated_id_is_refused(tmp_path: Path) -> None:
     pack = tmp_path / "p.jsonl"
-    pack.write_text('{"id": "x", "title": "a", "body": "a"}\n{"id": "x", "title": "b", "body": "b"}\n')
+    pack.write_text(
+        '{"id": "x", "title": "a", "body": "a"}\n{"id": "x", "title": "b", "body": "b"}\n'
+    )
     with pytest.raises(SeedError, match="appears twice"):
         load_seeds("issues", pack, "d")
 

@@ -120,10 +120,9 @@ def mine_seeds(root: Path, domain: str | None = None) -> list[Seed]:
         if code is None or not _self_contained(code, local - {path.stem}):
             continue
         digest = hashlib.sha256(code.encode()).hexdigest()[:10]
-        seeds.append(
-            Seed(id=f"mine-{_slug(rel)}-{digest}", mode="mine", source=rel,
-                 domain=domain or _imports_domain(code), text=code)  # fmt: skip
-        )
+        found = Seed(id=f"mine-{_slug(rel)}-{digest}", mode="mine", source=rel,
+                     domain=domain or _imports_domain(code), text=code)  # fmt: skip
+        seeds.append(found)
         if len(seeds) >= MAX_SEEDS:
             break
     return seeds
