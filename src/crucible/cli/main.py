@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "contracts",
     "modal",
     "serve",
+    "generate",
 ]
 
 for _name in COMMAND_MODULES:

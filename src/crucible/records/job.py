@@ -30,6 +30,8 @@ class JobConfig(BaseModel):
     schema_version: int = 1
     job_id: str
     name: str
+    # What the run is: "eval" (a job of trials), "generate" (task generation), "train", ...
+    kind: str = "eval"
     created_at: datetime = Field(default_factory=utcnow)
     agent: str
     agent_kwargs: dict[str, Any] = Field(default_factory=dict)

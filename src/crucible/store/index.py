@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     path        TEXT NOT NULL,
     pid         INTEGER,
     pid_start   TEXT,
+    kind        TEXT NOT NULL DEFAULT 'eval',
     created_at  TEXT NOT NULL,
     updated_at  TEXT NOT NULL
 );
@@ -119,12 +120,14 @@ def connect(jobs_dir: Path, *, readonly: bool = False) -> sqlite3.Connection:
 
 
 def _add_missing_columns(conn: sqlite3.Connection) -> None:
-    """An index made by an older crucible gains the columns added since (pid_start)."""
+    """An index made by an older crucible gains the columns added since (pid_start, kind)."""
     have = {row[1] for row in conn.execute("PRAGMA table_info(jobs)")}
-    if "pid_start" not in have:
+    for column, decl in (("pid_start", "TEXT"), ("kind", "TEXT NOT NULL DEFAULT 'eval'")):
+        if column in have:
+            continue
         try:
             with conn:
-                conn.execute("ALTER TABLE jobs ADD COLUMN pid_start TEXT")
+                conn.execute(f"ALTER TABLE jobs ADD COLUMN {column} {decl}")
         except sqlite3.OperationalError as exc:  # another writer added it meanwhile
             if "duplicate column" not in str(exc):
                 raise
@@ -154,8 +157,8 @@ class Index:
         with self.conn:
             self.conn.execute(
                 """INSERT INTO jobs (job_id, name, status, agent, model, env, dataset, n_trials,
-                       path, pid, pid_start, created_at, updated_at)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
+                       path, pid, pid_start, kind, created_at, updated_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
                    ON CONFLICT(job_id) DO UPDATE SET status=excluded.status, pid=excluded.pid,
                        pid_start=excluded.pid_start, n_trials=excluded.n_trials,
                        updated_at=excluded.updated_at""",
@@ -171,6 +174,7 @@ class Index:
                     str(path),
                     pid,
                     process_start(pid),
+                    cfg.kind,
                     cfg.created_at.isoformat(),
                     now,
                 ),

@@ -47,6 +47,7 @@ class JobIdentity(BaseModel):
 
     job_id: str
     name: str
+    kind: str = "eval"
     status: str
     interrupted: bool = False
     hint: str | None = None
@@ -70,7 +71,9 @@ class JobRow(JobIdentity):
     mean_reward: float | None
 
 
-def resume_hint(job_id: str) -> str:
+def resume_hint(job_id: str, kind: str = "eval", path: str = "") -> str:
+    if kind == "generate":
+        return f"the run's process is gone; continue it with `crucible generate -o {path}`"
     return f"the job's process is gone; continue it with `crucible run --resume {job_id}`"
 
 
@@ -92,6 +95,9 @@ def _matches(value: str | None, pattern: str | None) -> bool:
 
 
 def job_row(rec: JobRecord, st: TrialStats | None) -> JobRow:
+    if rec.kind != "eval" and rec.summary is not None and not st:
+        # a run without trials of its own (generate): its result.json counts for it
+        st = TrialStats(n_done=rec.summary.n_done, outcomes=dict(rec.summary.outcomes))
     st = st or TrialStats()
     n_errors = sum(n for k, n in st.outcomes.items() if k != "graded")
     return JobRow(
@@ -109,9 +115,10 @@ def identity(rec: JobRecord) -> JobIdentity:
     return JobIdentity(
         job_id=rec.job_id,
         name=rec.name,
+        kind=rec.kind,
         status=rec.status,
         interrupted=rec.interrupted,
-        hint=resume_hint(rec.job_id) if rec.interrupted else None,
+        hint=resume_hint(rec.job_id, rec.kind, str(rec.path)) if rec.interrupted else None,
         agent=rec.agent,
         model=rec.model,
         env=rec.env,

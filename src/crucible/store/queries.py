@@ -88,6 +88,7 @@ class JobRecord:
     summary: JobSummary | None = None
     alive: bool | None = None  # None: no pid to check
     pid_start: str | None = None  # when the pid's process started (store/procs.py)
+    kind: str = "eval"  # JobConfig.kind: eval, generate, train
 
     @property
     def interrupted(self) -> bool:
@@ -208,6 +209,7 @@ class JobsDir:
             n_trials=int(row["n_trials"]),
             pid=row["pid"],
             pid_start=row["pid_start"] if "pid_start" in row.keys() else None,  # older index
+            kind=row["kind"] if "kind" in row.keys() else "eval",
             created_at=parse_dt(row["created_at"]),
             updated_at=parse_dt(row["updated_at"]),
             in_index=True,
@@ -241,6 +243,7 @@ class JobsDir:
             updated_at=updated,
             in_index=False,
             summary=summary,
+            kind=cfg.kind,
         )
 
     def resolve(self, job_id: str) -> JobRecord:

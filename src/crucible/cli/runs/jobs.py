@@ -75,6 +75,8 @@ def list_cmd(
     for r in rows:
         status_txt = f"[{status_style(r.status)}]{r.status}[/]" + ("*" if r.interrupted else "")
         agent_model = r.agent + (f" / {r.model}" if r.model else "")
+        if r.kind != "eval":  # a generation (or training) run: its kind first
+            agent_model = f"{r.kind}: {agent_model}"
         t.add_row(
             r.job_id,
             status_txt,
