@@ -15,9 +15,10 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from crucible.errors import ExitCode
-from crucible.records.dataset_manifest import MANIFEST_NAME, DatasetManifest, Lineage
+from crucible.records.dataset_manifest import MANIFEST_NAME, DatasetManifest, Lineage, ManifestTask
 from crucible.tasks.manifest import CurateError
 from crucible.tasks.models import Task
 
@@ -81,8 +82,33 @@ def finish(stage: Path, out: Path, manifest: DatasetManifest) -> None:
         os.replace(stage, out)
 
 
-def discard(stage: Path) -> None:
-    shutil.rmtree(stage, ignore_errors=True)
+def write_dataset(
+    out: Path,
+    placed: Sequence[tuple[Task, str, str | None]],
+    *,
+    force: bool,
+    link: bool,
+    **fields: Any,
+) -> DatasetManifest:
+    """Write each (task, part, group) to OUT/<part>/<task folder>/ and the manifest (made of
+    `fields` and the entries), all or nothing."""
+    stage = staging(out, force)
+    try:
+        entries: list[ManifestTask] = []
+        for task, part, group in placed:
+            rel = f"{part}/{task.path.name}"
+            if any(e.path == rel for e in entries):
+                raise CurateError(ExitCode.USAGE, "usage",
+                                  f"two tasks of {part} are in folders named {task.path.name!r}")  # fmt: skip
+            copy_task(task.path, stage / rel, link=link)
+            entries.append(ManifestTask(name=task.name, path=rel, digest=task.digest, part=part,
+                                        group=group, lineage=lineage_of(task)))  # fmt: skip
+        manifest = DatasetManifest(tasks=entries, **fields)
+        finish(stage, out, manifest)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return manifest
 
 
 def copy_task(src: Path, dst: Path, *, link: bool = False) -> None:

@@ -19,16 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from crucible.errors import ExitCode
-from crucible.records.dataset_manifest import DatasetManifest, ManifestTask, MixSource
-from crucible.tasks.curate import (
-    CurateError,
-    copy_task,
-    discard,
-    finish,
-    lineage_of,
-    load_valid,
-    staging,
-)
+from crucible.records.dataset_manifest import DatasetManifest, MixSource
+from crucible.tasks.curate import CurateError, load_valid, write_dataset
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -114,19 +106,8 @@ def mix_datasets(
                                   hint="a task's name is its identity: rename one")  # fmt: skip
             owner[t.name] = spec.name
             picked.append((spec.name, t))
-    stage = staging(out, force)
-    try:
-        entries = []
-        for name, t in picked:
-            rel = f"{name}/{t.path.name}"
-            copy_task(t.path, stage / rel, link=link)
-            entries.append(ManifestTask(name=t.name, path=rel, digest=t.digest, part=name,
-                                        lineage=lineage_of(t)))  # fmt: skip
-        sources = [MixSource(name=s.name, path=str(s.path), weight=s.weight, available=len(p),
-                             count=k) for s, p, k in zip(specs, pools, n, strict=True)]  # fmt: skip
-        manifest = DatasetManifest(kind="mix", seed=seed, sources=sources, tasks=entries)
-        finish(stage, out, manifest)
-    except BaseException:
-        discard(stage)
-        raise
-    return manifest
+    sources = [MixSource(name=s.name, path=str(s.path), weight=s.weight, available=len(p),
+                         count=k) for s, p, k in zip(specs, pools, n, strict=True)]  # fmt: skip
+    placed = [(t, name, None) for name, t in picked]
+    return write_dataset(out, placed, force=force, link=link, kind="mix", seed=seed,
+                         sources=sources)  # fmt: skip

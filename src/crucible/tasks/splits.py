@@ -26,18 +26,9 @@ from crucible.errors import ExitCode
 from crucible.records.dataset_manifest import (
     DatasetManifest,
     Lineage,
-    ManifestTask,
     NearDuplicateCheck,
 )
-from crucible.tasks.curate import (
-    CurateError,
-    copy_task,
-    discard,
-    finish,
-    lineage_of,
-    load_valid,
-    staging,
-)
+from crucible.tasks.curate import CurateError, lineage_of, load_valid, write_dataset
 from crucible.tasks.models import Task
 from crucible.tasks.neardup import DEFAULT_THRESHOLD, near_pairs, shingles, task_text
 
@@ -185,18 +176,6 @@ def split_dataset(
         raise CurateError(ExitCode.ERROR, REFUSED, "a split needs at least two tasks")
     part, group, check = plan_split(tasks, val, seed=seed, val_include=val_include,
                                     threshold=threshold)  # fmt: skip
-    stage = staging(out, force)
-    try:
-        entries = []
-        for t in tasks:
-            rel = f"{part[t.name]}/{t.path.name}"
-            copy_task(t.path, stage / rel, link=link)
-            entries.append(ManifestTask(name=t.name, path=rel, digest=t.digest, part=part[t.name],
-                                        group=group[t.name], lineage=lineage_of(t)))  # fmt: skip
-        manifest = DatasetManifest(kind="split", seed=seed, val=val, near_duplicates=check,
-                                   tasks=entries)  # fmt: skip
-        finish(stage, out, manifest)
-    except BaseException:
-        discard(stage)
-        raise
-    return manifest
+    placed = [(t, part[t.name], group[t.name]) for t in tasks]
+    return write_dataset(out, placed, force=force, link=link, kind="split", seed=seed, val=val,
+                         near_duplicates=check)  # fmt: skip
