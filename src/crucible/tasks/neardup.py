@@ -40,7 +40,17 @@ def shingles(text: str, k: int = SHINGLE_WORDS) -> frozenset[int]:
 def jaccard(a: frozenset[int], b: frozenset[int]) -> float:
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    common = len(a & b) if len(a) <= len(b) else len(b & a)
+    return common / (len(a) + len(b) - common)
+
+
+def _similar(a: frozenset[int], b: frozenset[int], threshold: float) -> float | None:
+    # Jaccard is at most min/max of the sizes: most pairs are ruled out without a set op
+    small, big = sorted((len(a), len(b)))
+    if big == 0 or small / big < threshold:
+        return None
+    sim = jaccard(a, b)
+    return sim if sim >= threshold else None
 
 
 def task_text(task_dir: Path, instruction: str) -> str:
@@ -65,14 +75,23 @@ def near_pairs(
 ) -> tuple[list[tuple[str, str, float]], int]:
     """Pairs (left name, right name, similarity) at or above `threshold`, and the pairs checked."""
     found: list[tuple[str, str, float]] = []
-    checked = 0
     for a, sa in left:
         for b, sb in right:
-            checked += 1
-            sim = jaccard(sa, sb)
-            if sim >= threshold:
+            if (sim := _similar(sa, sb, threshold)) is not None:
                 found.append((a, b, round(sim, 4)))
-    return found, checked
+    return found, len(left) * len(right)
+
+
+def near_pairs_within(
+    items: Sequence[tuple[str, frozenset[int]]], threshold: float = DEFAULT_THRESHOLD
+) -> list[tuple[str, str, float]]:
+    """The near-duplicate pairs among `items` (each unordered pair once)."""
+    found: list[tuple[str, str, float]] = []
+    for i, (a, sa) in enumerate(items):
+        for b, sb in items[i + 1 :]:
+            if (sim := _similar(sa, sb, threshold)) is not None:
+                found.append((a, b, round(sim, 4)))
+    return found
 
 
 def _read(path: Path) -> str:

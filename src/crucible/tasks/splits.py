@@ -30,7 +30,13 @@ from crucible.records.dataset_manifest import (
 )
 from crucible.tasks.curate import CurateError, lineage_of, load_valid, write_dataset
 from crucible.tasks.models import Task
-from crucible.tasks.neardup import DEFAULT_THRESHOLD, near_pairs, shingles, task_text
+from crucible.tasks.neardup import (
+    DEFAULT_THRESHOLD,
+    near_pairs,
+    near_pairs_within,
+    shingles,
+    task_text,
+)
 
 REFUSED = "split_refused"
 TRAIN, VAL = "train", "val"
@@ -70,10 +76,8 @@ def plan_split(
     sh = {t.name: shingles(task_text(t.path, t.instruction)) for t in tasks}
     groups = _Groups(names)
     _join_by_links(groups, lineage)
-    near, _ = near_pairs(list(sh.items()), list(sh.items()), threshold)
-    for a, b, _sim in near:
-        if a != b:
-            groups.join(a, b)
+    for a, b, _sim in near_pairs_within(sorted(sh.items()), threshold):
+        groups.join(a, b)
     members: dict[str, list[str]] = {}
     for n in sorted(names):
         members.setdefault(groups.find(n), []).append(n)
