@@ -53,7 +53,7 @@ def split_cmd(
 ) -> None:
     """Split tasks into OUT/train/ and OUT/val/, with OUT/crucible-dataset.json.
 
-    Tasks of one lineage (task.toml [metadata] `root`, `parent`), of one source workflow
+    Tasks of one lineage (task.toml \\[metadata] `root`, `parent`), of one source workflow
     (`source`) and near-duplicates move together, so no validation task is a hardened version
     of a training task nor shares a workflow with one. After the split the rules are checked
     again, with a cross-split near-duplicate check; a split that would break them is refused.
