@@ -43,17 +43,20 @@ DatasetOpt = typer.Option(
 datasets_app = typer.Typer(
     name="datasets",
     help="Datasets by name from a registry in Harbor's format: list them, pull their tasks "
-    "(`crucible run -d NAME@VERSION` runs one); and tasks exported as a trainer's prompt set "
-    "(`export`). `crucible dataset` is the same group.\n\nHarbor's public registry, the "
+    "(`crucible run -d NAME@VERSION` runs one); tasks exported as a trainer's prompt set "
+    "(`export`); leak-free train/val splits and weighted mixes of task folders (`split`, "
+    "`mix`). `crucible dataset` is the same group.\n\nHarbor's public registry, the "
     "default:\n\n" + DEFAULT_REGISTRY_URL + "\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
 )
 
 
 def register(app: typer.Typer) -> None:
+    from crucible.cli.dataset_curate import register as register_curate
     from crucible.cli.dataset_export import register as register_export
 
     register_export(datasets_app)
+    register_curate(datasets_app)
     app.add_typer(datasets_app, name="datasets")
     # `crucible dataset export ...`, as the prompt-set export is usually written.
     app.add_typer(datasets_app, name="dataset", hidden=True)

@@ -1,7 +1,8 @@
 """Datasets: the ordered, filtered tasks found under the paths a user names.
 
-A path holding task.toml is a task; any other directory is searched below for
-task directories. The order is deterministic (by name, then path). Invalid
+A path holding task.toml is a task; a dataset manifest (crucible-dataset.json, written
+by `dataset split` and `dataset mix`) stands for the tasks it lists, each of which must
+still have the digest recorded; any other directory is searched below for task directories. The order is deterministic (by name, then path). Invalid
 tasks and paths that hold no task are returned with their problems, never
 dropped; two tasks with the same name are both invalid, since the name is
 their identity in a job.
@@ -14,8 +15,10 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from crucible.records.dataset_manifest import MANIFEST_NAME
 from crucible.tasks.hostvars import NO_HOST, HostEnv
 from crucible.tasks.loader import check_task
+from crucible.tasks.manifest import CurateError, manifest_task_dirs
 from crucible.tasks.models import Task
 from crucible.tasks.problems import Problem, TaskCheck
 from crucible.tasks.task_toml import TASK_TOML
@@ -37,7 +40,13 @@ def find_task_dirs(paths: Iterable[Path]) -> tuple[list[Path], list[TaskCheck]]:
             found.append(task_dir)
 
     for path in map(Path, paths):
-        if not path.exists():
+        if path.name == MANIFEST_NAME and path.is_file():
+            listed, problem = _manifest_dirs(path)
+            if problem is not None:
+                empty.append(problem)
+            for task_dir in listed:
+                add(task_dir)
+        elif not path.exists():
             empty.append(_path_problem(path, "no such file or directory"))
         elif (path / TASK_TOML).is_file() or not path.is_dir():
             add(path)  # a file (or a broken task) is reported by check_task
@@ -48,6 +57,25 @@ def find_task_dirs(paths: Iterable[Path]) -> tuple[list[Path], list[TaskCheck]]:
             for task_dir in below:
                 add(task_dir)
     return found, empty
+
+
+def _manifest_dirs(path: Path) -> tuple[list[Path], TaskCheck | None]:
+    try:
+        return [d for d, _ in manifest_task_dirs(path)], None
+    except CurateError as exc:
+        return [], _path_problem(path, exc.message)
+
+
+def _recorded_digests(paths: Iterable[Path]) -> dict[Path, str]:
+    """Task folder (resolved) -> the digest a manifest among `paths` recorded for it."""
+    out: dict[Path, str] = {}
+    for path in map(Path, paths):
+        if path.name == MANIFEST_NAME and path.is_file():
+            try:
+                out.update((d.resolve(), digest) for d, digest in manifest_task_dirs(path))
+            except CurateError:
+                continue  # reported by find_task_dirs
+    return out
 
 
 def _search(root: Path) -> list[Path]:
@@ -89,9 +117,17 @@ def check_tasks(
     A path that holds no task is reported as an invalid entry of its own. `host`: the
     host variables the tasks may read (none by default).
     """
+    paths = list(paths)
     task_dirs, checks = find_task_dirs(paths)
+    recorded = _recorded_digests(paths)
     for task_dir in task_dirs:
         check = check_task(task_dir, host)
+        want = recorded.get(task_dir.resolve())
+        if check.task is not None and want is not None and check.task.digest != want:
+            check.problems.append(Problem(path=task_dir, message=f"changed since {MANIFEST_NAME} "
+                                          f"recorded it (digest {want[:12]}, now "
+                                          f"{check.task.digest[:12]})"))  # fmt: skip
+            check.task = None
         if selected(check.name, include, exclude):
             checks.append(check)
 
