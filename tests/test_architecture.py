@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("verifiers",),
     ("metrics",),
     ("engine",),
+    ("executors",),  # where trials run (ray): above the engine, whose seam it implements
     ("reports", "export", "skills", "serve", "generate", "train", "trainers"),
     ("cli",),
 ]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tomllib
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -178,3 +180,36 @@ MaxBuildsOpt = typer.Option(
     help="Image builds running at once, job-wide, on every provider "
     "(a cancel or shutdown stops them). [default: half the cores]",
 )
+
+# Where trials run: `run` and `serve` share them (engine/executor.py, docs/ray.md).
+ExecutorOpt = typer.Option(
+    "local",
+    "--executor",
+    help="Where trials run: local (this machine) or ray (the nodes of a Ray cluster). "
+    "[default: local]",
+    show_default=False,
+)
+RayAddressOpt = typer.Option(
+    None,
+    "--ray-address",
+    help="The Ray cluster to join with --executor ray (e.g. 10.0.0.1:6379; "
+    "default: RAY_ADDRESS, else a one-node Ray started here).",
+)
+SharedStoreOpt = typer.Option(
+    None,
+    "--shared-store",
+    help="With --executor ray: a folder every node and the head mount, for trial "
+    "folders too large to send back inline.",
+)
+
+
+def read_config(path: Path | None, as_json: bool) -> dict[str, Any]:
+    """A `--config` TOML file as a dict ({} without one); a bad one fails the command."""
+    if path is None:
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        fail(ExitCode.NOT_FOUND, "not_found", f"config file {path} does not exist", as_json=as_json)
+    except tomllib.TOMLDecodeError as exc:
+        fail(ExitCode.USAGE, "usage", f"config file {path}: {exc}", as_json=as_json)

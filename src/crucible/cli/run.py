@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import sys
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,13 +15,17 @@ from rich.markup import escape
 
 from crucible.cli.common import (
     CreateRateOpt,
+    ExecutorOpt,
     JobsDirOpt,
     MaxBuildsOpt,
     MaxStartingOpt,
+    RayAddressOpt,
+    SharedStoreOpt,
     err_console,
     fail,
     fail_from,
     print_json,
+    read_config,
 )
 from crucible.cli.datasets import DatasetOpt, DatasetsDirOpt, RegistryOpt, dataset_paths
 from crucible.cli.task_env import TaskEnvFileOpt, TaskEnvOpt, task_env_names
@@ -51,17 +54,6 @@ def _parse_params(items: list[str], what: str, as_json: bool) -> dict[str, str]:
             fail(ExitCode.USAGE, "usage", f"{what} {item!r} is not key=value", as_json=as_json)
         out[key.strip()] = value
     return out
-
-
-def _read_config(path: Path | None, as_json: bool) -> dict[str, Any]:
-    if path is None:
-        return {}
-    try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        fail(ExitCode.NOT_FOUND, "not_found", f"config file {path} does not exist", as_json=as_json)
-    except tomllib.TOMLDecodeError as exc:
-        fail(ExitCode.USAGE, "usage", f"config file {path}: {exc}", as_json=as_json)
 
 
 def register(app: typer.Typer) -> None:
@@ -138,6 +130,9 @@ def register(app: typer.Typer) -> None:
         create_rate: float = CreateRateOpt,
         max_starting: int = MaxStartingOpt,
         max_builds: int = MaxBuildsOpt,
+        executor: str = ExecutorOpt,
+        ray_address: str = RayAddressOpt,
+        shared_store: str = SharedStoreOpt,
         gpu_concurrency: int = typer.Option(
             None,
             "--gpu-concurrency",
@@ -218,6 +213,7 @@ def register(app: typer.Typer) -> None:
             "skip_invalid": skip_invalid, "max_retries": max_retries,
             "trial_timeout": trial_timeout, "job_timeout": job_timeout,
             "create_rate": create_rate, "max_starting": max_starting, "max_builds": max_builds,
+            "executor": executor, "ray_address": ray_address, "shared_store": shared_store,
             "gpu_concurrency": gpu_concurrency, "no_network": no_network, "tampered": tampered,
             "task_env": task_env_names(task_env, task_env_file, as_json),
             "model": model, "model_base_url": model_base_url,
@@ -229,7 +225,7 @@ def register(app: typer.Typer) -> None:
         try:
             request = RunRequest.from_sources(
                 cli,
-                _read_config(config, as_json),
+                read_config(config, as_json),
                 env_params=_parse_params(env_param, "--env-param", as_json),
                 agent_kwargs=_parse_params(agent_kwarg, "--agent-kwarg", as_json),
             )
