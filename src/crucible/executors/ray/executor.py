@@ -65,10 +65,8 @@ class RayExecutor:
         ray = _ray()
         if not ray.is_initialized():
             kw: dict[str, Any] = {"address": self.settings.address} if self.settings.address else {}
-            await asyncio.to_thread(
-                ray.init, **kw, include_dashboard=False, log_to_driver=False,
-                configure_logging=False,
-            )  # fmt: skip
+            # In this thread: Ray sets its signal handlers only from the main thread.
+            ray.init(**kw, include_dashboard=False, log_to_driver=False, configure_logging=False)
             self._inited = True
         await self._refresh()
         if not self.agents:
@@ -155,9 +153,9 @@ class RayExecutor:
         node.gpus_used += need.gpus
         agent = self.agents[node.node_id]
         try:
-            if self.on_placed is not None:
-                self.on_placed(plan, node)
             ref = agent.run.remote(call, [self._bundle(plan)])
+            if self.on_placed is not None:  # the call is on its way to the node
+                self.on_placed(plan, node)
             try:
                 back: TrialBack = await ref
             except asyncio.CancelledError:

@@ -1,0 +1,59 @@
+"""One fake Ray cluster on loopback for the module (ray.cluster_utils.Cluster): a head
+node, a node that advertises docker, and a node with a (fake) GPU; each advertises 4
+sandbox slots. Ray's temp dir and the node agents' scratch are in the tests' tmp
+folder, so nothing lands in HOME. The test process is the cluster's driver (the head of
+every job run here)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+SLOTS = {"crucible_slots": 4}
+
+
+@dataclass
+class FakeCluster:
+    cluster: Any
+    address: str
+    head: Any
+    docker: Any
+    gpu: Any
+    scratch: Path
+
+    def node_id(self, node: Any) -> str:
+        return str(node.node_id)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeCluster]:
+    base = tmp_path_factory.mktemp("ray")
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "CRUCIBLE_NODE_SCRATCH")}
+    os.environ["RAY_TMPDIR"] = str(base)
+    os.environ["CRUCIBLE_NODE_SCRATCH"] = str(base / "scratch")
+    (base / "ray").mkdir()  # Ray's own dir under RAY_TMPDIR: the address file, sessions
+    common = {"num_cpus": 1, "temp_dir": str(base / "ray"), "include_dashboard": False}
+    cluster = Cluster(initialize_head=True, head_node_args={**common, "resources": SLOTS})
+    docker = cluster.add_node(**common, resources={**SLOTS, "crucible_docker": 1})
+    gpu = cluster.add_node(**common, num_gpus=1, resources=SLOTS)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+    try:
+        yield FakeCluster(cluster, cluster.address, cluster.head_node, docker, gpu,
+                          base / "scratch")  # fmt: skip
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
