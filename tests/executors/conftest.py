@@ -1,7 +1,7 @@
 """One fake Ray cluster on loopback for the module (ray.cluster_utils.Cluster): a head
 node, a node that advertises docker, and a node with a (fake) GPU; each advertises 4
 sandbox slots. Ray's temp dir and the node agents' scratch are in the tests' tmp
-folder, so nothing lands in HOME. The test process is the cluster's driver (the head of
+folder, so nothing lands in HOME. Shared by the tests of this folder. The test process is the cluster's driver (the head of
 every job run here)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class FakeCluster:
         return str(node.node_id)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # started once, by the first test that asks
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeCluster]:
     base = tmp_path_factory.mktemp("ray")
     saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "CRUCIBLE_NODE_SCRATCH")}
@@ -41,7 +41,11 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeCluste
     os.environ["CRUCIBLE_NODE_SCRATCH"] = str(base / "scratch")
     (base / "ray").mkdir()  # Ray's own dir under RAY_TMPDIR: the address file, sessions
     common = {"num_cpus": 1, "temp_dir": str(base / "ray"), "include_dashboard": False}
-    cluster = Cluster(initialize_head=True, head_node_args={**common, "resources": SLOTS})
+    # A lost node is noticed in a second or two, not Ray's default half minute.
+    fast = {"health_check_period_ms": 500, "health_check_failure_threshold": 2,
+            "health_check_timeout_ms": 500, "health_check_initial_delay_ms": 0}  # fmt: skip
+    cluster = Cluster(initialize_head=True,
+                      head_node_args={**common, "resources": SLOTS, "_system_config": fast})  # fmt: skip
     docker = cluster.add_node(**common, resources={**SLOTS, "crucible_docker": 1})
     gpu = cluster.add_node(**common, num_gpus=1, resources=SLOTS)
     cluster.wait_for_nodes()

@@ -175,3 +175,74 @@ async def test_a_node_lost_mid_job_retries_its_trials_elsewhere(
     assert doomed.node_id[:8] not in retried.node
     log = (tmp_path / "jobs" / "node-loss" / "job.log").read_text()
     assert f"{lost[0].trial_name}: sandbox_failed (the trial was lost on node" in log
+
+
+RAY_PROBE = r"""
+: > /app/reached
+for target in TARGETS; do
+  addr=${target%:*}; port=${target#*:}
+  if timeout 3 bash -c "exec 3<>/dev/tcp/$addr/$port" 2>/dev/null; then
+    echo "$target" >> /app/reached
+  fi
+done
+touch /app/ok
+"""
+
+
+def _ray_ports() -> list[tuple[str, int]]:
+    """Every Ray port of every node: GCS, raylet, object manager, metrics, the runtime-env
+    agent, and the dashboard agent's, at the node's own address."""
+    out: set[tuple[str, int]] = set()
+    for n in ray.nodes():
+        if not n["Alive"]:
+            continue
+        ip = n["NodeManagerAddress"]
+        for key in ("NodeManagerPort", "ObjectManagerPort", "MetricsExportPort",
+                    "RuntimeEnvAgentPort", "DashboardAgentListenPort"):  # fmt: skip
+            if 0 < int(n.get(key) or 0) < 65536:
+                out.add((ip, int(n[key])))
+    gcs_ip, gcs_port = ray.get_runtime_context().gcs_address.rsplit(":", 1)
+    out.add((gcs_ip, int(gcs_port)))
+    return sorted(out)
+
+
+async def test_a_trial_on_a_node_cannot_reach_the_ray_ports(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """Attack: a trial with network, on a node, connects to every Ray port of the cluster
+    (the GCS, each raylet and object manager) at the node's address, at 127.0.0.1 and at
+    slirp's gateway: a sandbox that reached them could submit work as the head. The
+    host reaches each one (the probe can succeed); from the sandbox, none. Were the
+    sandbox in the host's network namespace (local sandboxes with network before issue
+    23's sealing), every port would be listed in /app/reached and the trial score 0."""
+    import contextlib
+    import socket
+
+    ports = []
+    for ip, port in _ray_ports():  # the control: what is live, from the host
+        with contextlib.suppress(OSError), socket.create_connection((ip, port), timeout=5):
+            ports.append((ip, port))
+    live = {p for _, p in ports}
+    gcs = int(ray.get_runtime_context().gcs_address.rsplit(":", 1)[1])
+    raylets = {int(n["NodeManagerPort"]) for n in ray.nodes() if n["Alive"]}
+    assert gcs in live and raylets <= live  # the ports that take work are all there
+    targets = [f"{ip}:{p}" for ip, p in ports]
+    targets += [f"{a}:{p}" for _, p in ports for a in ("127.0.0.1", "10.0.2.2")]
+    d = _hello(tmp_path / "tasks", "probe-ray")
+    (d / "task.toml").write_text((d / "task.toml").read_text().replace("no-network", "public"))
+    (d / "solution" / "solve.sh").write_text(
+        "#!/usr/bin/env bash\n" + RAY_PROBE.replace("TARGETS", " ".join(targets))
+    )
+    (d / "tests" / "test.sh").write_text(
+        "#!/usr/bin/env bash\nmkdir -p /logs/verifier; cp /app/reached /logs/verifier/reached.txt\n"
+        "if [ -f /app/ok ] && [ ! -s /app/reached ]; then echo 1; else echo 0; fi"
+        " > /logs/verifier/reward.txt\n"
+    )
+    req = RunRequest(paths=[d], agent="oracle", attempts=3, concurrency=3, max_retries=0,
+                     jobs_dir=tmp_path / "jobs", job_name="probe", executor="ray",
+                     ray_address=ray_cluster.address)  # fmt: skip
+    _, recorded = await _run(req)
+    for r in recorded:
+        reached = (tmp_path / "jobs" / "probe" / r.trial_name / "verifier" / "reached.txt")
+        assert r.outcome == "graded", r.error
+        assert r.reward == 1.0, reached.read_text() if reached.exists() else r
