@@ -2,11 +2,12 @@
 node, a node that advertises docker, and a node with a (fake) GPU; each advertises 4
 sandbox slots. Ray's temp dir and the node agents' scratch are in the tests' tmp
 folder, so nothing lands in HOME. Shared by the tests of this folder. The test process is the cluster's driver (the head of
-every job run here)."""
+every job run here). Token auth is on."""
 
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,12 @@ from typing import Any
 
 import pytest
 
+# Ray's token auth on (docs/ray.md): every node, the head and the heads the tests start
+# as subprocesses hold the token through the environment, never ~/.ray. Ray reads the
+# mode once, when first asked: so before it is imported.
+AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+_BEFORE = {k: os.environ.get(k) for k in AUTH}
+os.environ.update(AUTH)
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
@@ -36,7 +43,9 @@ class FakeCluster:
 @pytest.fixture(scope="session")  # started once, by the first test that asks
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeCluster]:
     base = tmp_path_factory.mktemp("ray")
-    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "CRUCIBLE_NODE_SCRATCH")}
+    names = ("RAY_TMPDIR", "CRUCIBLE_NODE_SCRATCH", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
+    saved = {**{k: os.environ.get(k) for k in names}, **_BEFORE}
+    os.environ.update(AUTH)
     os.environ["RAY_TMPDIR"] = str(base)
     os.environ["CRUCIBLE_NODE_SCRATCH"] = str(base / "scratch")
     (base / "ray").mkdir()  # Ray's own dir under RAY_TMPDIR: the address file, sessions

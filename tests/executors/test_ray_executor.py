@@ -81,7 +81,9 @@ async def test_a_docker_job_has_agents_only_where_docker_is(ray_cluster: Any) ->
             ray.kill(a)
 
 
-async def test_a_gpu_task_goes_only_to_the_node_with_a_gpu(ray_cluster: Any, tmp_path: Path) -> None:
+async def test_a_gpu_task_goes_only_to_the_node_with_a_gpu(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
     gpu_task = _hello(tmp_path / "tasks", "needs-gpu", toml="gpus = 1\n")
     _hello(tmp_path / "tasks", "cpu-only")
     placed: list[tuple[str, str]] = []
@@ -243,6 +245,6 @@ async def test_a_trial_on_a_node_cannot_reach_the_ray_ports(
                      ray_address=ray_cluster.address)  # fmt: skip
     _, recorded = await _run(req)
     for r in recorded:
-        reached = (tmp_path / "jobs" / "probe" / r.trial_name / "verifier" / "reached.txt")
+        reached = tmp_path / "jobs" / "probe" / r.trial_name / "verifier" / "reached.txt"
         assert r.outcome == "graded", r.error
         assert r.reward == 1.0, reached.read_text() if reached.exists() else r

@@ -29,10 +29,26 @@ def test_a_killed_head_resumes(ray_cluster: Any, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     ray_opts = ["--executor", "ray", "--ray-address", ray_cluster.address]
     first = subprocess.Popen(
-        _crucible("run", str(EXAMPLES / "hello-file"), "--agent", "oracle", "-k", "6", "-c", "1",
-                  "--jobs-dir", str(jobs), "--job-name", "killed", "--json", *ray_opts),  # fmt: skip
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        _crucible(
+            "run",
+            str(EXAMPLES / "hello-file"),
+            "--agent",
+            "oracle",
+            "-k",
+            "6",
+            "-c",
+            "1",
+            "--jobs-dir",
+            str(jobs),
+            "--job-name",
+            "killed",
+            "--json",
+            *ray_opts,
+        ),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     job = jobs / "killed"
     try:
         wait_until(lambda: any(job.glob("*/result.json")), "a first trial's record")
@@ -53,3 +69,18 @@ def test_a_killed_head_resumes(ray_cluster: Any, tmp_path: Path) -> None:
         assert after[name]["id"] == rid
     summary = json.loads((job / "result.json").read_text())
     assert summary["n_done"] == 6 and summary["status"] == "completed"
+
+
+def test_a_driver_without_the_cluster_token_is_refused(ray_cluster: Any) -> None:
+    """Only a head holding the token can reach the agents: a driver without it (or with
+    another) cannot even join the cluster."""
+    probe = (
+        "import ray, sys\n"
+        "try:\n    ray.init(address=sys.argv[1], include_dashboard=False)\n"
+        "except Exception as exc:\n    print('refused', type(exc).__name__); sys.exit(3)\n"
+        "print('joined')\n"
+    )
+    env = {**os.environ, "RAY_AUTH_TOKEN": "0" * 64}
+    wrong = subprocess.run([sys.executable, "-c", probe, ray_cluster.address], env=env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert wrong.returncode == 3 and "refused" in wrong.stdout, (wrong.stdout, wrong.stderr[-2000:])

@@ -21,7 +21,7 @@ from crucible.engine.teardown import Teardown
 from crucible.engine.trial import prepare_trial_dir
 from crucible.errors import ErrorKind, ProviderUnavailable, ResourcesUnavailable
 from crucible.executors.ray.agent import NodeAgent, TrialBack
-from crucible.executors.ray.placement import Needs, NodeView, choose, node_view
+from crucible.executors.ray.placement import SLOTS, Needs, NodeView, choose, node_view
 from crucible.executors.ray.ship import check_store, pack_dir, replace_dir
 from crucible.records.text import storable_text
 from crucible.records.trial import ErrorInfo, TrialResult, utcnow
@@ -80,8 +80,10 @@ class RayExecutor:
         for node_id in list(self.nodes):
             if node_id not in alive:
                 self._drop(node_id)
+        # Once a node advertises crucible_slots, only such nodes run trials (a head kept free).
+        declared = any(SLOTS in n.get("Resources", {}) for n in alive.values())
         for node_id, node in alive.items():
-            if node_id not in self.agents:
+            if node_id not in self.agents and (not declared or SLOTS in node["Resources"]):
                 self._add(node)
         async with self._room:
             self._room.notify_all()
