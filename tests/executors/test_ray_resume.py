@@ -71,6 +71,7 @@ def test_a_killed_head_resumes(ray_cluster: Any, tmp_path: Path) -> None:
     assert summary["n_done"] == 6 and summary["status"] == "completed"
 
 
+@pytest.mark.slow  # Ray's client tries for some seconds before it gives up
 def test_a_driver_without_the_cluster_token_is_refused(ray_cluster: Any) -> None:
     """Only a head holding the token can reach the agents: a driver without it (or with
     another) cannot even join the cluster."""
