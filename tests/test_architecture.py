@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("verifiers",),
     ("metrics",),
     ("engine",),
+    ("executors",),  # where trials run (ray): above the engine, whose seam it implements
     ("reports", "export", "skills", "serve", "generate", "trainers", "adapt"),
     # train/ drives the trainers' adapters, the grading service and the dataset export
     ("train",),

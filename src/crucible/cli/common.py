@@ -181,6 +181,27 @@ MaxBuildsOpt = typer.Option(
     "(a cancel or shutdown stops them). [default: half the cores]",
 )
 
+# Where trials run: `run` and `serve` share them (engine/executor.py, docs/ray.md).
+ExecutorOpt = typer.Option(
+    "local",
+    "--executor",
+    help="Where trials run: local (this machine) or ray (the nodes of a Ray cluster). "
+    "[default: local]",
+    show_default=False,
+)
+RayAddressOpt = typer.Option(
+    None,
+    "--ray-address",
+    help="The Ray cluster to join with --executor ray (e.g. 10.0.0.1:6379; "
+    "default: RAY_ADDRESS, else a one-node Ray started here).",
+)
+SharedStoreOpt = typer.Option(
+    None,
+    "--shared-store",
+    help="With --executor ray: a folder every node and the head mount, for trial "
+    "folders too large to send back inline.",
+)
+
 
 def parse_params(items: list[str], what: str, as_json: bool) -> dict[str, str]:
     """`key=value` options (--env-param, --agent-kwarg) as a dict; a bad one exits 2."""

@@ -12,9 +12,12 @@ import typer
 from crucible.cli.common import (
     ENV_PARAM_HELP,
     CreateRateOpt,
+    ExecutorOpt,
     JobsDirOpt,
     MaxBuildsOpt,
     MaxStartingOpt,
+    RayAddressOpt,
+    SharedStoreOpt,
     err_console,
     fail,
     fail_from,
@@ -54,6 +57,9 @@ def register(app: typer.Typer) -> None:
         create_rate: float = CreateRateOpt,
         max_starting: int = MaxStartingOpt,
         max_builds: int = MaxBuildsOpt,
+        executor: str = ExecutorOpt,
+        ray_address: str = RayAddressOpt,
+        shared_store: str = SharedStoreOpt,
         max_retries: int = typer.Option(
             None,
             "--max-retries",
@@ -127,7 +133,8 @@ def register(app: typer.Typer) -> None:
                 paths=paths, env=env, env_params=_parse_params(env_param, "--env-param", as_json),
                 jobs_dir=jobs_dir, job_name=job_name, concurrency=concurrency,
                 create_rate=create_rate, max_starting=max_starting, max_builds=max_builds,
-                max_retries=max_retries,
+                max_retries=max_retries, executor=executor, ray_address=ray_address,
+                shared_store=shared_store,
                 trial_timeout=trial_timeout, no_network=no_network,
                 task_env=task_env_names(task_env, task_env_file, as_json),
             )  # fmt: skip

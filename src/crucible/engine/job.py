@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.agents.base import Agent
+from crucible.engine.executor import Executor, LocalExecutor, TrialCall
 from crucible.engine.job_records import (
     cancelled_result,
     failed_while_cancelling,
@@ -25,7 +26,6 @@ from crucible.engine.scheduler import Scheduler, backoff_delay
 from crucible.engine.spec import TrialPlan, build_spec, trial_name_for
 from crucible.engine.summary import summarize
 from crucible.engine.teardown import Teardown
-from crucible.engine.trial import run_trial
 from crucible.errors import RETRYABLE, CrucibleError, ErrorKind
 from crucible.records.defaults import DEFAULT_GPU_CONCURRENCY, DEFAULT_MAX_RETRIES
 from crucible.records.job import JobConfig, JobSummary
@@ -60,13 +60,15 @@ def _other_run_alive(index: Index, job_id: str) -> bool:
     return True
 
 
-async def remove_leftovers(provider: Provider, job_id: str, log: FileLog) -> None:
+async def remove_leftovers(
+    provider: Provider, job_id: str, log: FileLog, executor: Executor | None = None
+) -> None:
     """An earlier run of this job may have been killed (kill -9, a crash, a forced
     exit) and left sandboxes, cgroups and scratch folders named after the job:
     they are removed before the fan-out, so no manual `sandboxes cleanup` is needed.
     Best effort: a provider that cannot list them now must not stop the resume."""
     try:
-        removed = await provider.cleanup(job_id)
+        removed = await (executor or LocalExecutor()).cleanup(provider, job_id)
     except Exception as exc:
         log.warning(f"could not remove what an earlier run of this job left: {exc}")
         return
@@ -109,6 +111,7 @@ class JobRunner:
     jobs_dir: Path
     options: JobOptions = field(default_factory=JobOptions)
     events: JobEvents = field(default_factory=JobEvents)
+    executor: Executor = field(default_factory=LocalExecutor)  # where trials run
 
     def __post_init__(self) -> None:
         self.job_dir = self.jobs_dir / self.cfg.job_id
@@ -214,6 +217,7 @@ class JobRunner:
         if self.options.job_timeout_sec:
             watchers.append(asyncio.create_task(self._job_deadline(self.options.job_timeout_sec)))
         try:
+            await self.executor.start(self.provider)
             if clean_up:
                 await self._remove_leftovers()
             # Images are built once per job, before the fan-out; a failed build
@@ -233,6 +237,7 @@ class JobRunner:
             self.provider.build_gate.close()
             await self.provider.build_gate.drained()
             await self.teardown.drain()  # no sandbox outlives the job
+            await self.executor.aclose()  # a cluster's agents drain theirs
             for w in watchers:
                 w.cancel()
             await asyncio.gather(*watchers, return_exceptions=True)
@@ -301,27 +306,22 @@ class JobRunner:
             self.live.pop(plan.trial_name, None)
 
     async def _trial(self, plan: TrialPlan, retries: int) -> TrialResult:
-        return await run_trial(
-            plan,
-            provider=self.provider,
-            agent=self.agent,
-            job_dir=self.job_dir,
-            retries=retries,
-            env_params=self.cfg.env_params,
-            time_limit_sec=self.options.trial_timeout_sec,
-            start_gate=self.start_gate,
-            teardown=self.teardown,
+        call = TrialCall(plan, self.agent, self.job_dir, retries, self.cfg.env_params,
+                         self.options.trial_timeout_sec)  # fmt: skip
+        return await self.executor.run(
+            call, provider=self.provider, start_gate=self.start_gate, teardown=self.teardown
         )
 
     async def _remove_leftovers(self) -> None:
-        await remove_leftovers(self.provider, self.cfg.job_id, self.log)
+        await remove_leftovers(self.provider, self.cfg.job_id, self.log, self.executor)
 
     async def _prepare(self, todo: list[TrialPlan]) -> None:
         """The provider's prepare() (its image builds), under the job's build gate and
         cancelled with the job."""
         if self._cancelled:
             return
-        self._preparing = asyncio.ensure_future(self.provider.prepare(self._prepare_specs(todo)))
+        specs = self._prepare_specs(todo)
+        self._preparing = asyncio.ensure_future(self.executor.prepare(self.provider, specs))
         try:
             await self._preparing
         except asyncio.CancelledError:

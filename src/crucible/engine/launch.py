@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.agents.base import Agent
 from crucible.agents.registry import get_agent
+from crucible.engine.executor import Executor, ExecutorSettings, LocalExecutor, get_executor
 from crucible.engine.job import JobOptions, JobRunner
 from crucible.engine.plan import check_resumable, make_job_config, new_job_id
 from crucible.engine.request import RunRequest
@@ -71,11 +72,23 @@ class LaunchPlan:
     options: JobOptions
     jobs_dir: Path
     resumed: bool
+    executor: Executor = field(default_factory=LocalExecutor)
 
     def runner(self) -> JobRunner:
-        return JobRunner(
-            self.cfg, self.tasks, self.provider, self.agent, self.jobs_dir, self.options
-        )
+        return JobRunner(self.cfg, self.tasks, self.provider, self.agent, self.jobs_dir,
+                         self.options, executor=self.executor)  # fmt: skip
+
+
+def _executor(req: RunRequest, env: str, job_id: str) -> Executor:
+    settings = ExecutorSettings(
+        name=req.executor, address=req.ray_address, shared_store=req.shared_store, env=env,
+        env_params=dict(req.env_params), job_id=job_id, max_builds=req.max_builds,
+        create_rate=req.create_rate, max_starting=req.max_starting,
+    )  # fmt: skip
+    try:
+        return get_executor(settings)
+    except (KeyError, ValueError) as exc:
+        raise _usage(str(exc).strip('"')) from exc
 
 
 def load_tasks(
@@ -322,7 +335,9 @@ async def prepare_launch(
     # Before anything is created or written: a wrong endpoint or key fails here in
     # seconds, not after every trial has retried it for minutes.
     await _preflight_model(agent, explicit_key="model_api_key_env" in req.agent_kwargs)
-    await _preflight_provider(env_name, provider)
+    executor = _executor(req, env_name, job_id)
+    if executor.name == "local":  # a cluster's nodes preflight their own, at start
+        await _preflight_provider(env_name, provider)
 
     cfg = existing or make_job_config(
         job_id=job_id,
@@ -351,4 +366,5 @@ async def prepare_launch(
         max_starting=req.max_starting,
         max_builds=req.max_builds,
     )
-    return LaunchPlan(cfg, tasks, provider, agent, options, jobs_dir, resumed=existing is not None)
+    return LaunchPlan(cfg, tasks, provider, agent, options, jobs_dir,
+                      resumed=existing is not None, executor=executor)  # fmt: skip

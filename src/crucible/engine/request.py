@@ -51,7 +51,8 @@ JOB_OPTIONS = (
 CONFIG_KEYS = (*JOB_OPTIONS, *MODEL_OPTIONS, "paths", "jobs_dir", "env_params", "agent_kwargs")
 # Options of `crucible run` a config file cannot set: said so, rather than "unknown".
 CLI_ONLY = ("job_name", "resume", "retry_errors", "include", "exclude", "skip_invalid",
-            "dataset", "registry", "datasets_dir", "quiet", "json", "config")  # fmt: skip
+            "dataset", "registry", "datasets_dir", "quiet", "json", "config",
+            "executor", "ray_address", "shared_store")  # fmt: skip
 
 
 class RunRequest(BaseModel):
@@ -88,6 +89,12 @@ class RunRequest(BaseModel):
     # "flag" (the default) or "zero": see records/tamper.py (None: the default, or as recorded).
     # The grading service and task generation ask for "zero".
     tampered: TamperPolicy | None = None
+    # Where trials run: "local" (this process, the default) or "ray" (engine/executor.py);
+    # the Ray cluster's address (None: RAY_ADDRESS, else a Ray started here) and the
+    # shared store for trial folders too large to send back inline.
+    executor: str = "local"
+    ray_address: str | None = None
+    shared_store: str | None = None
 
     @classmethod
     def from_sources(
@@ -133,4 +140,7 @@ class RunRequest(BaseModel):
             include=list(cli.get("include") or []),
             exclude=list(cli.get("exclude") or []),
             skip_invalid=bool(cli.get("skip_invalid")),
+            executor=cli.get("executor") or "local",
+            ray_address=cli.get("ray_address"),
+            shared_store=cli.get("shared_store"),
         )

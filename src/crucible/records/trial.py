@@ -140,6 +140,8 @@ class TrialResult(BaseModel):
     # Why this record is not exactly what the trial produced: strings no record can
     # hold (a lone surrogate) were escaped to write it (records/text.py); None: it is.
     record_warnings: list[str] | None = None
+    # The cluster node that ran it (the ray executor's); None: this machine.
+    node: str | None = None
 
     @property
     def graded(self) -> bool:

@@ -160,6 +160,7 @@ def _service(plan: LaunchPlan, opts: ServeOptions) -> GradeService:
         ServiceOptions(max_retries=o.max_retries, trial_timeout_sec=o.trial_timeout_sec,
                        create_rate=o.create_rate, max_starting=o.max_starting,
                        max_pending=opts.max_pending),
+        executor=plan.executor,
     )  # fmt: skip
 
 

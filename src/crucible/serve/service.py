@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crucible.agents.submission import SubmissionAgent
+from crucible.engine.executor import Executor, LocalExecutor, TrialCall
 from crucible.engine.job import remove_leftovers
 from crucible.engine.scheduler import backoff_delay
 from crucible.engine.teardown import Teardown
-from crucible.engine.trial import run_trial
 from crucible.errors import RETRYABLE, ErrorKind
 from crucible.records.job import JobConfig
 from crucible.records.serve import GradeItem, GradeResult, GradeStatus
@@ -59,6 +59,7 @@ class GradeService:
     provider: Provider
     jobs_dir: Path
     options: ServiceOptions = field(default_factory=ServiceOptions)
+    executor: Executor = field(default_factory=LocalExecutor)  # where grades run
 
     def __post_init__(self) -> None:
         self.job_dir = self.jobs_dir / self.cfg.job_id
@@ -112,8 +113,9 @@ class GradeService:
             raise Refused(409, str(exc)) from None
         for note in bad:
             self.log.warning(f"grade record skipped: {note}")
+        await self.executor.start(self.provider)
         if resuming:
-            await remove_leftovers(self.provider, self.cfg.job_id, self.log)
+            await remove_leftovers(self.provider, self.cfg.job_id, self.log, self.executor)
         self.provider.log_dir = self.job_dir
         self.records = {r.id: r for r in records}
         for r in records:
@@ -138,6 +140,7 @@ class GradeService:
             except Exception as exc:
                 self.log.warning(f"closing: {exc}")
         await self.teardown.drain()
+        await self.executor.aclose()
         await self.provider.build_gate.drained()
         await self.store.close()
         if not self.book.open:  # never started
@@ -346,16 +349,10 @@ class GradeService:
         self.metrics.trials_started += 1
         t0 = time.monotonic()
         try:
-            return await run_trial(
-                plan,
-                provider=self.provider,
-                agent=agent,
-                job_dir=self.job_dir,
-                retries=retries,
-                env_params=self.cfg.env_params,
-                time_limit_sec=self.options.trial_timeout_sec,
-                start_gate=self.start_gate,
-                teardown=self.teardown,
+            call = TrialCall(plan, agent, self.job_dir, retries, self.cfg.env_params,
+                             self.options.trial_timeout_sec)  # fmt: skip
+            return await self.executor.run(
+                call, provider=self.provider, start_gate=self.start_gate, teardown=self.teardown
             )
         finally:
             self.metrics.sandbox_seconds += time.monotonic() - t0
