@@ -158,3 +158,31 @@ def test_a_declared_contract_the_reference_never_reaches_is_refused(tmp_path: Pa
     )
     rej = check_contracts(task)
     assert rej is not None and rej.reason == "contracts_unreached" and "volume" in rej.message
+
+
+def test_the_checks_run_where_the_run_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`crucible generate --executor ray --ray-address A --shared-store S`: every proof and
+    rating job is launched on that executor, under the untrusted-task rules still."""
+    import asyncio
+
+    from crucible.generate import proofs
+    from crucible.generate.loop import GenConfig
+    from crucible.generate.setter import SetterSpec
+    from crucible.generate.solver import SolverSpec
+
+    seen = []
+
+    async def spy(req, **_kw):  # the launch path's entry: record the request, launch nothing
+        seen.append(req)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(proofs, "prepare_launch", spy)
+    cfg = GenConfig(out=tmp_path, setter=SetterSpec("m", "http://127.0.0.1:9/v1"),
+                    solver=SolverSpec("nop", {}), executor="ray", ray_address="127.0.0.1:6379",
+                    shared_store="/shared")  # fmt: skip
+    with pytest.raises(RuntimeError, match="stop here"):
+        asyncio.run(proofs.run_job([tmp_path], tmp_path / "jobs", "oracle", "oracle", 1,
+                                   where=cfg.where()))  # fmt: skip
+    (req,) = seen
+    assert (req.executor, req.ray_address, req.shared_store) == ("ray", "127.0.0.1:6379", "/shared")
+    assert (req.tampered, req.task_env, req.no_network) == ("zero", [], True)

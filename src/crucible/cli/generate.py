@@ -9,7 +9,15 @@ from typing import Any
 
 import typer
 
-from crucible.cli.common import JobsDirOpt, fail, print_json, write_text
+from crucible.cli.common import (
+    ExecutorOpt,
+    JobsDirOpt,
+    RayAddressOpt,
+    SharedStoreOpt,
+    fail,
+    print_json,
+    write_text,
+)
 from crucible.errors import ExitCode
 
 gen_app = typer.Typer(
@@ -90,6 +98,9 @@ def generate(
     band: str = typer.Option("0.2,0.7", "--band", help="The solver's target pass rate LO,HI."),
     k: int = typer.Option(4, "-k", min=1, help="Solver attempts per task (8 near band edges)."),
     env: str = typer.Option("local", "--env", "-e", help="Sandbox provider."),
+    executor: str = ExecutorOpt,
+    ray_address: str = RayAddressOpt,
+    shared_store: str = SharedStoreOpt,
     concurrency: int = typer.Option(
         1, "--concurrency", "-c", min=1, help="Proposals proven and rated at once."
     ),
@@ -130,6 +141,7 @@ def generate(
         strong=strong, mode=mode, categories=_categories(categories, as_json),
         max_tasks=max_tasks, max_proposals=max_proposals, max_tokens=max_tokens,
         max_cost=max_cost, band=_band(band, as_json), k=k, env=env, source=source,
+        executor=executor, ray_address=ray_address, shared_store=shared_store,
         domain=domain, jobs_dir=jobs_dir, concurrency=concurrency,
     )  # fmt: skip
     from crucible.agents.registry import get_agent

@@ -25,7 +25,7 @@ from crucible.generate import hardening
 from crucible.generate.archive import ArchiveEntry, entry_of, find_duplicate
 from crucible.generate.checks import Rejection, declared_contracts, reached_contracts, static_checks
 from crucible.generate.files import HostilePath, failure_names, read_files, write_files
-from crucible.generate.proofs import prove
+from crucible.generate.proofs import Where, prove
 from crucible.generate.protocol import harden_prompt, propose_prompt
 from crucible.generate.report import solution_shape
 from crucible.generate.runrecord import RunRecord
@@ -53,6 +53,9 @@ class GenConfig:
     band: tuple[float, float] = (0.2, 0.7)
     k: int = 4
     env: str = "local"
+    executor: str = "local"  # where the checks' trials run (engine/executor.py)
+    ray_address: str | None = None
+    shared_store: str | None = None
     source: Path | None = None
     domain: str | None = None
     max_depth: int = hardening.MAX_DEPTH
@@ -62,6 +65,9 @@ class GenConfig:
     @property
     def proposal_cap(self) -> int:
         return self.max_proposals if self.max_proposals is not None else 3 * self.max_tasks
+
+    def where(self) -> Where:
+        return Where(self.env, self.executor, self.ray_address, self.shared_store)
 
 
 Event = Callable[[GenState, str], None]
@@ -269,13 +275,13 @@ class Generator:
         if p.phase == "checked":
             self._log(f"proving {p.name}")
             failures = failure_names(read_files(task))
-            rej = await prove(task, work, failures, st.band[0], env=cfg.env)
+            rej = await prove(task, work, failures, st.band[0], where=cfg.where())
             if rej is not None:
                 return self._reject(p, rej)
             self._phase(p, "proven")
         if p.phase == "proven":
             self._log(f"rating {p.name} with the solver (k={st.k})")
-            r = await rate(task, work / "jobs", cfg.solver, st.k, st.band, env=cfg.env)
+            r = await rate(task, work / "jobs", cfg.solver, st.k, st.band, where=cfg.where())
             p.n_attempts, p.n_solved = r.n, r.c
             p.solver_usage, p.solver_cost_usd = r.usage, r.cost_usd
             p.pass_at_1, p.pass_at_k = r.pass_at(1), r.pass_at(st.k)
@@ -288,7 +294,7 @@ class Generator:
                 )
             if r.c == 0 and cfg.strong is not None:
                 strong = await rate(task, work / "jobs", cfg.strong, st.k, st.band,
-                                    env=cfg.env, job="strong")  # fmt: skip
+                                    where=cfg.where(), job="strong")  # fmt: skip
                 p.strong_solved = strong.c > 0
                 p.solver_usage = p.solver_usage + strong.usage
                 p.outcome = "frontier" if strong.c > 0 else "suspect"

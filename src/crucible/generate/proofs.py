@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,17 @@ from crucible.store.layout import iter_trial_results
 ORACLE_RUNS = 3
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where a generation run's checks run: the provider, and the executor that places
+    their trials (engine/executor.py: this machine, or the nodes of a Ray cluster)."""
+
+    env: str = "local"
+    executor: str = "local"
+    ray_address: str | None = None
+    shared_store: str | None = None
+
+
 async def run_job(
     paths: list[Path],
     jobs_dir: Path,
@@ -36,7 +48,7 @@ async def run_job(
     agent: str,
     attempts: int,
     *,
-    env: str = "local",
+    where: Where = Where(),
     agent_kwargs: dict[str, Any] | None = None,
     concurrency: int | None = None,
 ) -> list[TrialResult]:
@@ -47,7 +59,10 @@ async def run_job(
         attempts=attempts,
         jobs_dir=jobs_dir,
         job_name=name,
-        env=env,
+        env=where.env,
+        executor=where.executor,
+        ray_address=where.ray_address,
+        shared_store=where.shared_store,
         tampered="zero",
         task_env=[],
         no_network=True,  # whatever the model's task.toml asks
@@ -83,16 +98,16 @@ def _graded_score(r: TrialResult) -> float | None:
 
 
 async def prove(
-    task_dir: Path, work: Path, failures: list[str], band_lo: float, env: str = "local"
+    task_dir: Path, work: Path, failures: list[str], band_lo: float, where: Where = Where()
 ) -> Rejection | None:
     """The sandbox checks; None when the task is proven."""
     jobs = work / "jobs"
     variants = [failure_variant(task_dir, f, work / "variants" / f) for f in failures]
     oracle, nop, *fails = await asyncio.gather(
-        run_job([task_dir], jobs, "oracle", "oracle", ORACLE_RUNS, env=env),
-        run_job([task_dir], jobs, "nop", "nop", 1, env=env),
+        run_job([task_dir], jobs, "oracle", "oracle", ORACLE_RUNS, where=where),
+        run_job([task_dir], jobs, "nop", "nop", 1, where=where),
         *(
-            run_job([v], jobs, f"fail-{f}", "oracle", 1, env=env)
+            run_job([v], jobs, f"fail-{f}", "oracle", 1, where=where)
             for f, v in zip(failures, variants, strict=True)
         ),
     )

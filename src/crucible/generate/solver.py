@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crucible.generate.proofs import run_job
+from crucible.generate.proofs import Where, run_job
 from crucible.metrics.passk import pass_at_k
 from crucible.records.trial import TrialResult
 from crucible.records.usage import Usage
@@ -54,15 +54,17 @@ def near_edge(rate: float, band: tuple[float, float]) -> bool:
 
 async def rate(
     task_dir: Path, jobs: Path, spec: SolverSpec, k: int, band: tuple[float, float],
-    *, env: str = "local", job: str = "solve",
+    *, where: Where = Where(), job: str = "solve",
 ) -> Rating:  # fmt: skip
-    results = await run_job([task_dir], jobs, job, spec.agent, k, env=env, agent_kwargs=spec.kwargs)
+    results = await run_job(
+        [task_dir], jobs, job, spec.agent, k, where=where, agent_kwargs=spec.kwargs
+    )
     counted = [r for r in results if r.counted_reward is not None]
     c = sum(solved(r) for r in counted)
     if counted and 0 < c < len(counted) and near_edge(c / len(counted), band) and k < MORE_ATTEMPTS:
         more = await run_job(
             [task_dir], jobs, f"{job}-more", spec.agent, MORE_ATTEMPTS - k,
-            env=env, agent_kwargs=spec.kwargs,
+            where=where, agent_kwargs=spec.kwargs,
         )  # fmt: skip
         results += more
         counted += [r for r in more if r.counted_reward is not None]
