@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from crucible.errors import UnknownKey
 from crucible.records.tamper import TamperPolicy
@@ -95,6 +95,18 @@ class RunRequest(BaseModel):
     executor: str = "local"
     ray_address: str | None = None
     shared_store: str | None = None
+
+    @field_validator("job_name", "resume")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        # A job id names a folder under the jobs dir: never a path out of it.
+        if value is not None and (
+            not value.strip() or value.startswith(".") or any(c in value for c in "/\\\0")
+        ):
+            raise ValueError(
+                f"a job name is a plain folder name (no '/', not starting with '.'): {value!r}"
+            )
+        return value
 
     @classmethod
     def from_sources(
