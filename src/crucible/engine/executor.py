@@ -43,6 +43,29 @@ class TrialCall:
     env_params: dict[str, str] | None = None
     time_limit_sec: float | None = None
 
+    async def run(
+        self,
+        *,
+        provider: Provider,
+        start_gate: StartGate | None,
+        teardown: Teardown | None,
+        plan: TrialPlan | None = None,
+        job_dir: Path | None = None,
+    ) -> TrialResult:
+        """`run_trial` on `provider`, here; `plan` and `job_dir` in place of the call's own
+        (a node agent runs the plan it rebuilt into its own scratch folder)."""
+        return await run_trial(
+            plan or self.plan,
+            provider=provider,
+            agent=self.agent,
+            job_dir=job_dir or self.job_dir,
+            retries=self.retries,
+            env_params=self.env_params,
+            time_limit_sec=self.time_limit_sec,
+            start_gate=start_gate,
+            teardown=teardown,
+        )
+
 
 @dataclass
 class ExecutorSettings:
@@ -107,17 +130,7 @@ class LocalExecutor:
         start_gate: StartGate | None,
         teardown: Teardown | None,
     ) -> TrialResult:
-        return await run_trial(
-            call.plan,
-            provider=provider,
-            agent=call.agent,
-            job_dir=call.job_dir,
-            retries=call.retries,
-            env_params=call.env_params,
-            time_limit_sec=call.time_limit_sec,
-            start_gate=start_gate,
-            teardown=teardown,
-        )
+        return await call.run(provider=provider, start_gate=start_gate, teardown=teardown)
 
     async def aclose(self) -> None:
         return None

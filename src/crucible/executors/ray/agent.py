@@ -22,7 +22,6 @@ from typing import Any
 from crucible.engine.executor import ExecutorSettings, TrialCall
 from crucible.engine.spec import TrialPlan
 from crucible.engine.teardown import Teardown
-from crucible.engine.trial import run_trial
 from crucible.executors.ray.ship import INLINE_LIMIT, check_store, pack_dir, to_store, unpack_into
 from crucible.records.trial import TrialResult
 from crucible.sandboxes.base import SandboxSpec
@@ -72,16 +71,12 @@ class NodeAgent:
         """Run one trial here. `bundle`: [ObjectRef of the task folder's tar], fetched
         only when this node does not see the task folder at the head's path."""
         plan = await self._local_plan(call.plan, bundle)
-        result = await run_trial(
-            plan,
+        result = await call.run(
             provider=self.provider,
-            agent=call.agent,
-            job_dir=self.job_dir,
-            retries=call.retries,
-            env_params=call.env_params,
-            time_limit_sec=call.time_limit_sec,
             start_gate=self.start_gate,
             teardown=self.teardown,
+            plan=plan,
+            job_dir=self.job_dir,
         )
         trial_dir = self.job_dir / plan.trial_name
         record, text, _ = storable_dump(result.model_copy(update={"node": self.node_name}))

@@ -26,12 +26,17 @@ READ_CAP = 16 * 1024 * 1024
 STDOUT_FILE = "stdout.txt"  # an installed agent's output (agents/installed.py)
 
 
-def _read(path: Path) -> str | None:
+def _regular(path: Path) -> bool:
+    """A regular file (not a link) under the cap."""
     try:
         st = path.lstat()
     except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode) or st.st_size > READ_CAP:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size <= READ_CAP
+
+
+def _read(path: Path) -> str | None:
+    if not _regular(path):
         return None
     try:
         return path.read_text(errors="replace")
@@ -50,7 +55,7 @@ def trial_atif(tdir: Path, result: TrialResult | None = None) -> tuple[Atif, str
         except (ValidationError, ValueError):
             pass  # fall through: rebuild it from what the agent left
     log = agent / TRAJECTORY_LOG
-    if _read(log) is not None:  # a regular file under the cap: crucible's own record
+    if _regular(log):  # crucible's own record
         try:
             return native_to_atif(load_trajectory(log)), "native"
         except (OSError, ValidationError, ValueError):
