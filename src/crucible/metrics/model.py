@@ -196,6 +196,11 @@ class JobMetrics(BaseModel):
     tasks: list[TaskMetrics] = Field(default_factory=list)
 
     @property
+    def short_name(self) -> str:
+        """What tables call the job: its sweep arm, else its name, else its id."""
+        return self.arm or self.name or self.job_id
+
+    @property
     def label(self) -> str:
         if self.arm:
             return f"{self.arm} ({self.name or self.job_id})"

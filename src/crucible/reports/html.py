@@ -58,7 +58,7 @@ def _table(header: Row, rows: list[Row], table_id: str = "") -> str:
 
 
 def _label(j: JobMetrics) -> str:
-    return j.arm or j.name or j.job_id
+    return j.short_name
 
 
 def _figure(svg_text: str, caption: str) -> str:

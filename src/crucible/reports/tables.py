@@ -48,7 +48,7 @@ def results_rows(report: Report) -> tuple[Row, list[Row]]:
         g = j.overall
         rs = g.reward()
         row = [
-            j.arm or j.name or j.job_id,
+            j.short_name,
             " / ".join(x for x in (j.agent, j.model) if x) or "-",
             str(g.n_tasks),
             str(g.n_runs),
@@ -116,7 +116,7 @@ def breakdown_rows(report: Report) -> tuple[Row, list[Row]] | None:
     rows = []
     for j in report.jobs:
         groups = j.breakdown.groups if j.breakdown else {}
-        row = [j.arm or j.name or j.job_id, _cell(j.overall)]
+        row = [j.short_name, _cell(j.overall)]
         row += [_cell(groups[v]) if v in groups else "-" for v in values]
         rows.append(row)
     return header, rows
@@ -131,7 +131,7 @@ def task_rows(report: Report) -> tuple[Row, list[Row]]:
     names: list[str] = []
     for j in report.jobs:
         names += [t.task for t in j.tasks if t.task not in names]
-    header = ["task", *(j.arm or j.name or j.job_id for j in report.jobs)]
+    header = ["task", *(j.short_name for j in report.jobs)]
     rows = []
     for name in sorted(names):
         row = [name]
@@ -157,7 +157,7 @@ def step_rows(report: Report) -> tuple[Row, list[Row]] | None:
             if not stepped:
                 continue
             names += [n for n in dict.fromkeys(k for s in stepped for k in s) if n not in names]
-            rows_of.append((j.arm or j.name or j.job_id, t.task, stepped, len(t.trials)))
+            rows_of.append((j.short_name, t.task, stepped, len(t.trials)))
     if not rows_of:
         return None
     rows = []
@@ -202,10 +202,10 @@ def reason_rows(report: Report) -> tuple[Row, list[Row]] | None:
                     label = f"no {j.overall.primary!r} key: 0"
                 name = tr.folder or tr.trial_name
                 if reason or missing:
-                    rows.append([j.arm or j.name or j.job_id, name, label, reason or "-"])
+                    rows.append([j.short_name, name, label, reason or "-"])
                 for st in tr.stages:  # a row per verifier stage: which one zeroed it, and why
                     why = f"{st.status}: {st.reason[:300]}" if st.reason else st.status
-                    rows.append([j.arm or j.name or j.job_id, name, f"stage {st.name}", why])
+                    rows.append([j.short_name, name, f"stage {st.name}", why])
                 n += 1
     return (
         (
@@ -220,7 +220,7 @@ def reason_rows(report: Report) -> tuple[Row, list[Row]] | None:
 def comparison_rows(report: Report) -> tuple[Row, list[Row]] | None:
     if not report.comparisons:
         return None
-    names = {j.job_id: j.arm or j.name or j.job_id for j in report.jobs}
+    names = {j.job_id: j.short_name for j in report.jobs}
     header = ["difference", "key", "common tasks", "mean a", "mean b", "a - b ± SE", "95% CI"]
     rows = []
     for c in report.comparisons:
@@ -274,9 +274,9 @@ def notes(report: Report) -> list[str]:
     out = [ERRORS_NOTE[o.errors_as], f"success: reward >= {o.threshold:g}"]
     if tampered := tampered_trials(report):
         out.append("TAMPERING (changed code that grading runs): " + ", ".join(tampered))
-    out += [f"{j.arm or j.name or j.job_id}: " + not_fully_graded_text(j.overall.n_not_fully_graded,
+    out += [f"{j.short_name}: " + not_fully_graded_text(j.overall.n_not_fully_graded,
             j.overall.not_fully_graded) for j in report.jobs if j.overall.n_not_fully_graded]  # fmt: skip
-    out += [f"cost/rollout of {j.arm or j.name or j.job_id}: {j.cost_basis}"
+    out += [f"cost/rollout of {j.short_name}: {j.cost_basis}"
             for j in report.jobs if j.cost_basis]  # fmt: skip
     methods = {rs.se_method for j in report.jobs if (rs := j.overall.reward()) and rs.se_method}
     if methods:
