@@ -352,6 +352,30 @@ def test_an_unpack_under_way_keeps_cleanup_off_the_layers(tmp_path: Path) -> Non
     assert cache.gc() == 1 and not store.dir(layer).exists()
 
 
+async def test_a_layer_is_read_from_buildahs_store_not_its_whole_archive(
+    buildah: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each layer the cache lacks comes from Buildah's store alone (storelayer.py): the
+    image's archive, which streams every layer, is not asked for, and what is unpacked is
+    what the image holds (its digest is checked)."""
+    from crucible.sandboxes.local import imagesave
+
+    def no_archive(*_: object) -> Iterator[bytes]:
+        raise AssertionError("the whole image's archive was streamed")
+        yield b""
+
+    monkeypatch.setattr(imagesave, "save", no_archive)
+    tmp = Path("/tmp") / f"crucible-test-direct-{secrets.token_hex(6)}"
+    store = ImageStore(RootfsCache(tmp, owner=os.geteuid()), "buildah")
+    try:
+        rootfs = await store.resolve(SandboxSpec(image="debian:bookworm-slim"))
+        assert rootfs.entry.layers and store.layers_made == len(rootfs.entry.layers)
+        assert rootfs.stack.lstat("etc/debian_version") is not None
+    finally:
+        store.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 async def test_the_flat_cache_stays_selectable(buildah: None, tmp_path: Path) -> None:
     """layered=False: the whole tree unpacked flat, as before layers (bench/local_layers.py
     compares the two)."""

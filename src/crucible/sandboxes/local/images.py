@@ -251,10 +251,12 @@ class ImageStore:
     async def _unpack_layers(
         self, tool: ImageTool, image_id: str, source: str, config: ImageConfig, ids: list[str]
     ) -> Rootfs:
-        """The layers the cache lacks, unpacked from the tool's archive; then the entry."""
+        """The layers the cache lacks, unpacked from the tool's store one by one where it
+        can be read here (imagesave.direct), else from its archive; then the entry."""
         store = self.cache.layer_store()
         share = await asyncio.to_thread(store.share)  # gc() leaves every layer alone meanwhile
         try:
+            direct = await imagesave.direct(tool)
             async with self._busy:
                 self.layers_made += await asyncio.to_thread(
                     store.unpack,
@@ -262,6 +264,7 @@ class ImageStore:
                     ids,
                     self.cache.chown_tree,
                     lambda digest: self.cache.lock(f"layer:{digest}{self.cache.suffix}"),
+                    direct,
                 )
             tmp = self.cache.root / f".trash-unpack-{_hexid(image_id)[:16]}-{os.getpid()}"
             await asyncio.to_thread(shutil.rmtree, tmp, True)

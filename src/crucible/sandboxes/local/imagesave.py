@@ -4,6 +4,8 @@ first, and the image as a `docker save` archive, streamed, for layers.py to unpa
 Buildah: `buildah inspect` (the OCI config's rootfs.diff_ids) and `buildah push
 --disable-compression IMAGE docker-archive:/dev/stdout` (each layer a `<diff id>.tar`).
 Docker: the engine's inspect (RootFS.Layers) and `get_image` (`docker save`).
+Buildah's store also hands over one layer's tar alone (storelayer.py: `direct`), so that an
+image whose base is unpacked already costs its own layers only.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import asyncio
 import json
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from crucible.errors import SandboxFailed
 from crucible.sandboxes.local.imagetools import Buildah, Docker, ImageTool
+from crucible.sandboxes.local.storelayer import Store
 
 PUSH_TIMEOUT_SEC = 60.0  # for buildah to exit once its archive is read
 
@@ -40,6 +43,39 @@ async def layer_ids(tool: ImageTool, image_id: str) -> list[str] | None:
         info = await asyncio.to_thread(tool.api.inspect_image, f"sha256:{image_id}")
         return [str(d) for d in (info.get("RootFS") or {}).get("Layers") or []] or None
     return None
+
+
+async def direct(tool: ImageTool) -> Callable[[str], Iterator[bytes] | None] | None:
+    """Where the tool's store can be read here: a layer's tar by its diff id (None for a
+    layer the store lacks); None for a tool without one."""
+    if not isinstance(tool, Buildah):
+        return None
+    store = getattr(tool, "_store", False)
+    if store is False:
+        store = await _store(tool)
+        tool._store = store  # type: ignore[attr-defined]  # asked once per tool
+    if store is None:
+        return None
+
+    def tar(diff_id: str) -> Iterator[bytes] | None:
+        layer = store.layer_for(diff_id)
+        return None if layer is None else store.tar(layer)
+
+    return tar
+
+
+async def _store(tool: Buildah) -> Store | None:
+    proc = await asyncio.create_subprocess_exec(
+        tool.path, "info",
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    out, _ = await proc.communicate()
+    try:
+        info = json.loads(out) if proc.returncode == 0 else None
+    except ValueError:
+        info = None
+    return Store.of(info) if isinstance(info, dict) else None
 
 
 def save(tool: ImageTool, image_id: str) -> Iterator[bytes]:

@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import hashlib
 import io
+import logging
 import os
 import re
 import secrets
@@ -42,6 +43,7 @@ from crucible.sandboxes.streams import ChunkReader
 # /oldroot/<path>, with room left for the upper and work dirs. An image whose stack is
 # longer is unpacked flat instead (images.py).
 MAX_LOWER_CHARS = 3000
+log = logging.getLogger(__name__)
 _BLOB = re.compile(r"(?:^|/)(?:blobs/sha256/)?([0-9a-f]{64})(?:\.tar)?$")
 _NOFOLLOW_DIR = os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY | os.O_CLOEXEC
 
@@ -101,16 +103,20 @@ class LayerStore:
         ids: Sequence[str],
         chown: Callable[[Path], None],
         lock: Callable[[str], int] | None = None,
+        direct: Callable[[str], Iterator[bytes] | None] | None = None,
     ) -> int:
-        """Blocking: unpack those of `ids` not yet here from the archive `archive()` streams;
-        `chown` gives a fresh tree to its owner before it is in place. `lock(digest)`: an
-        exclusive lock (an fd) held while a layer the archive names is unpacked, so that
+        """Blocking: unpack those of `ids` not yet here, each from `direct(diff id)` (that
+        layer's tar alone, or None) where it gives one, the rest from the archive
+        `archive()` streams; `chown` gives a fresh tree to its owner before it is in place.
+        `lock(digest)`: an exclusive lock (an fd) held while a layer is unpacked, so that
         images sharing a base, unpacked at once, unpack it once. Returns layers made."""
         need = {hexid(d) for d in ids if not self.dir(d).is_dir()}
-        made = 0
         if not need:
             return 0
         self.root.mkdir(parents=True, exist_ok=True)
+        made = 0 if direct is None else self._unpack_direct(direct, ids, need, chown, lock)
+        if not need:
+            return made
         chunks = archive()
         try:
             reader = io.BufferedReader(ChunkReader(chunks), buffer_size=1 << 20)
@@ -145,6 +151,47 @@ class LayerStore:
                 close()
         if need:
             raise SandboxFailed(f"the image's archive lacks layer(s) {sorted(need)}")
+        return made
+
+    def _unpack_direct(
+        self,
+        direct: Callable[[str], Iterator[bytes] | None],
+        ids: Sequence[str],
+        need: set[str],
+        chown: Callable[[Path], None],
+        lock: Callable[[str], int] | None,
+    ) -> int:
+        """Those of `need` that `direct` gives, each checked against its digest; a layer it
+        gives wrong is left in `need`, for the archive."""
+        made = 0
+        for diff_id in ids:
+            hint = hexid(diff_id)
+            if hint not in need:
+                continue
+            held = lock(hint) if lock is not None else None
+            try:
+                if self.dir(hint).is_dir():
+                    need.discard(hint)  # made meanwhile, by another image's unpack
+                    continue
+                chunks = direct(diff_id)
+                if chunks is None:
+                    continue
+                reader = io.BufferedReader(ChunkReader(chunks), buffer_size=1 << 20)
+                try:
+                    got = self._unpack_one(reader, need, hint, chown)
+                except SandboxFailed as exc:
+                    log.warning("layer %s from the store: %s; reading the archive", hint[:12], exc)
+                    continue
+                finally:
+                    close = getattr(chunks, "close", None)
+                    if close is not None:
+                        close()
+            finally:
+                if held is not None:
+                    os.close(held)
+            if got is not None:
+                need.discard(got)
+                made += 1
         return made
 
     def _unpack_one(
