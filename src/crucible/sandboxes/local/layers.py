@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import io
 import logging
@@ -60,6 +61,12 @@ def stack_ids(diff_ids: Sequence[str]) -> list[str]:
         if d not in out:
             out.append(d)
     return out[::-1]
+
+
+def _close(chunks: Iterator[bytes]) -> None:
+    close = getattr(chunks, "close", None)
+    if close is not None:
+        close()
 
 
 class _Hashing(io.RawIOBase):
@@ -128,27 +135,15 @@ class LayerStore:
                     hint = m.group(1) if m else None
                     if hint not in need and (hint is not None or member.name[-9:] != "layer.tar"):
                         continue  # here already, or no layer (config, manifest)
-                    held = lock(hint) if lock is not None and hint is not None else None
-                    try:
-                        if hint is not None and self.dir(hint).is_dir():
-                            need.discard(hint)  # made meanwhile, by another image's unpack
-                            got = None
-                        else:
-                            fh = outer.extractfile(member)
-                            assert fh is not None
-                            got = self._unpack_one(fh, need, hint, chown)
-                    finally:
-                        if held is not None:
-                            os.close(held)
-                    if got is not None:
-                        need.discard(got)
-                        made += 1
+                    fh = outer.extractfile(member)
+                    assert fh is not None
+                    made += self._locked(
+                        hint, need, lock, functools.partial(self._unpack_one, fh, need, hint, chown)
+                    )
                     if not need:
                         break
         finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
+            _close(chunks)
         if need:
             raise SandboxFailed(f"the image's archive lacks layer(s) {sorted(need)}")
         return made
@@ -166,33 +161,47 @@ class LayerStore:
         made = 0
         for diff_id in ids:
             hint = hexid(diff_id)
-            if hint not in need:
-                continue
-            held = lock(hint) if lock is not None else None
-            try:
-                if self.dir(hint).is_dir():
-                    need.discard(hint)  # made meanwhile, by another image's unpack
-                    continue
-                chunks = direct(diff_id)
-                if chunks is None:
-                    continue
-                reader = io.BufferedReader(ChunkReader(chunks), buffer_size=1 << 20)
-                try:
-                    got = self._unpack_one(reader, need, hint, chown)
-                except SandboxFailed as exc:
-                    log.warning("layer %s from the store: %s; reading the archive", hint[:12], exc)
-                    continue
-                finally:
-                    close = getattr(chunks, "close", None)
-                    if close is not None:
-                        close()
-            finally:
-                if held is not None:
-                    os.close(held)
-            if got is not None:
-                need.discard(got)
-                made += 1
+            if hint in need:
+                made += self._locked(
+                    hint, need, lock, functools.partial(self._from, direct, diff_id, need, chown)
+                )
         return made
+
+    def _from(
+        self, direct: Callable[[str], Iterator[bytes] | None], diff_id: str, need: set[str],
+        chown: Callable[[Path], None],
+    ) -> str | None:  # fmt: skip
+        chunks = direct(diff_id)
+        if chunks is None:
+            return None
+        try:
+            reader = io.BufferedReader(ChunkReader(chunks), buffer_size=1 << 20)
+            return self._unpack_one(reader, need, hexid(diff_id), chown)
+        except SandboxFailed as exc:
+            log.warning("layer %s from the store: %s; reading the archive", diff_id[:12], exc)
+            return None
+        finally:
+            _close(chunks)
+
+    def _locked(
+        self, hint: str | None, need: set[str], lock: Callable[[str], int] | None,
+        make: Callable[[], str | None],
+    ) -> int:  # fmt: skip
+        """make() (unpack a layer, give its digest) under the layer's lock, unless another
+        unpack made it meanwhile; 1 when this one made it (then out of `need`), else 0."""
+        held = lock(hint) if lock is not None and hint is not None else None
+        try:
+            if hint is not None and self.dir(hint).is_dir():
+                need.discard(hint)  # made meanwhile, by another image's unpack
+                return 0
+            got = make()
+        finally:
+            if held is not None:
+                os.close(held)
+        if got is None:
+            return 0
+        need.discard(got)
+        return 1
 
     def _unpack_one(
         self, fh: IO[bytes], need: set[str], hint: str | None, chown: Callable[[Path], None]
