@@ -36,6 +36,10 @@ def _pipe(sb: LocalSandbox) -> os.stat_result:
     return os.fstat(sb._in_fd)
 
 
+def _spares(sb: LocalSandbox, candidates: list[int]) -> bool:
+    return idle.spare_worker(candidates, sb.init_pid, _pipe(sb), sb._inherited)
+
+
 def _is_worker(sb: LocalSandbox, pid: int) -> bool:
     """pid 1's child with the request pipe on its stdin (or pid 1's fork before it
     becomes one): nothing the agent starts."""
@@ -96,7 +100,7 @@ async def test_an_idle_worker_is_spared(box: LocalSandbox) -> None:
 )
 async def test_what_the_agent_left_running_is_swept(box: LocalSandbox, agent: str) -> None:
     assert (await box.exec(agent, timeout=10)).ok
-    assert not idle.spare_worker(box._candidates(), box.init_pid, _pipe(box))
+    assert not _spares(box, box._candidates())
     await box.kill_all()
     assert _only_workers_left(box)
     assert (await box.exec("echo alive", timeout=10)).stdout == "alive\n"
@@ -119,7 +123,7 @@ async def test_a_process_that_passes_for_the_worker_is_not_spared(box: LocalSand
 
     impostor = await await_until(fake, "the impostor to be pid 1's")
     assert not _is_worker(box, impostor)
-    assert not idle.spare_worker([box.init_pid, impostor], box.init_pid, _pipe(box))
+    assert not _spares(box, [box.init_pid, impostor])
     await box.kill_all()
     assert proc.state_of(impostor) in (None, "Z")
 
@@ -142,11 +146,24 @@ async def test_a_worker_the_agent_changed_is_replaced(box: LocalSandbox, how: st
     r = await box.exec(f"W={_nspid(before)}; {TAMPER[how]}", timeout=10)
     assert r.ok, r
     await _wrapper_gone(box)
-    assert not idle.spare_worker(box._candidates(), box.init_pid, _pipe(box))
+    assert not _spares(box, box._candidates())
     await box.kill_all()
     after = await _worker(box)
     assert after != before and proc.state_of(before) in (None, "Z")
     # the new worker is pid 1's, as a new one is: what runs next has none of it
     assert (await box.exec("ulimit -n", timeout=10)).stdout != "64\n"
     await _wrapper_gone(box)
-    assert idle.spare_worker(box._candidates(), box.init_pid, _pipe(box))
+    assert _spares(box, box._candidates())
+
+
+async def test_pid1_changed_by_the_agent_leaves_the_spared_worker_as_it_started(
+    box: LocalSandbox,
+) -> None:
+    # pid 1's rlimits are the agent's to change (same uid): a worker pid 1 starts next
+    # has them, the one spared is compared with pid 1 as it was before any exec
+    before = await _worker(box)
+    assert (await box.exec("prlimit --pid 1 --nofile=64:64", timeout=10)).ok
+    await _wrapper_gone(box)
+    await box.kill_all()
+    assert await _worker(box) == before
+    assert (await box.exec("ulimit -n", timeout=10)).stdout != "64\n"

@@ -1,18 +1,21 @@
 """Whether a live `local` sandbox is idle: nothing left in it but pid 1 and its worker,
-as a new worker would be. Then kill_all (sweep.py) has nothing to kill, and spares the
-worker rather than have pid 1 start another (an exec, twice a trial).
+as it started. Then kill_all (sweep.py) has nothing to kill, and spares the worker
+rather than have pid 1 start another (an exec, twice a trial).
 
 Nothing the agent started can pass for the worker. The worker is pid 1's child and
 its stdin is the request pipe, which only pid 1, the worker and an exec's wrapper in
 the moment after its fork hold (the wrapper then takes /dev/null before anything
 runs): nothing inside can reopen it, as pid 1 and the worker are not dumpable.
 
-Sparing it is as safe as a new one only if the agent left it as a new one would be.
-A process of the same uid may change some things on another: its rlimits (prlimit),
-nice, scheduling policy, CPU affinity, I/O priority, a raised oom_score_adj, a stop.
-A new worker inherits them from pid 1 (oom_score_adj: it sets its own where it may),
-so each must match pid 1's, else kill_all kills the worker as before. A stop still pending when
-the agent's last process went is undone: the worker is sent SIGCONT.
+Sparing it is as safe as a new one only if the agent left it as it started. A process
+of the same uid may change some things on another, which what the worker runs next
+(the grading) would inherit: its rlimits (prlimit), nice, scheduling policy, CPU
+affinity, I/O priority, a stop. Each must be what pid 1 had when the sandbox became
+ready (`inherited`, taken before any exec: what the worker inherited), else kill_all
+kills the worker as before. A stop still pending when the agent's last process went
+is undone: the worker is sent SIGCONT. (oom_score_adj can only be raised without
+privilege, which makes the worker, or what it runs, the OOM killer's earlier choice:
+nothing to check.)
 
 The check reads one moment: pid 1 and the worker alone. With no agent process left
 none can appear (pid 1 starts only workers, the worker only our requests), so
@@ -27,31 +30,70 @@ import os
 import platform
 import select
 import signal
-
-from crucible.sandboxes import proc
-from crucible.sandboxes.local.init import WORKER_OOM_ADJ
+from typing import NamedTuple
 
 _IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(platform.machine())  # syscall numbers
 _IOPRIO_WHO_PROCESS = 1
-_STAT_KEPT = (15, 16, 37, 38)  # /proc/PID/stat after the comm: priority, nice, rt_priority, policy
+_SCHED = (15, 16, 37, 38)  # /proc/PID/stat after the comm: priority, nice, rt_priority, policy
 
 
-def spare_worker(candidates: list[int], init_pid: int, pipe: os.stat_result) -> bool:
+class Inherited(NamedTuple):
+    """What a worker inherits from pid 1, and another process of its uid may change."""
+
+    sched: tuple[bytes, ...]
+    limits: bytes
+    affinity: frozenset[int]
+    ioprio: int
+
+
+def inherited(pid: int) -> Inherited | None:
+    """`pid`'s, or None (then no worker is ever spared)."""
+    stat = _fields(pid)
+    return None if stat is None else _inherited(pid, stat)
+
+
+def _inherited(pid: int, stat: list[bytes]) -> Inherited | None:
+    limits = _read(f"/proc/{pid}/limits")
+    prio = _ioprio(pid)
+    if limits is None or prio is None:
+        return None
+    try:
+        affinity = frozenset(os.sched_getaffinity(pid))
+    except OSError:
+        return None
+    return Inherited(tuple(stat[i] for i in _SCHED), limits, affinity, prio)
+
+
+def spare_worker(
+    candidates: list[int], init_pid: int, pipe: os.stat_result, start: Inherited | None
+) -> bool:
     """True when `candidates` hold, besides `init_pid` and zombies, only its worker,
-    untouched (then resumed, if a stop was pending); False: sweep as ever."""
-    others = [p for p in candidates if p != init_pid and proc.state_of(p) not in (None, "Z")]
-    if len(others) != 1:
+    as it started (`start`: pid 1's `inherited` at the start), then resumed if a stop
+    was pending; False: sweep as ever."""
+    if start is None:
         return False
-    worker = others[0]
+    worker = None
+    for pid in candidates:
+        if pid == init_pid:
+            continue
+        stat = _fields(pid)
+        if stat is None or stat[0] == b"Z":  # gone, or dead and not yet reaped
+            continue
+        if worker is not None:
+            return False
+        worker, wstat = pid, stat
+    if worker is None or wstat[0] not in (b"R", b"S") or wstat[1] != str(init_pid).encode():
+        return False
     try:
         fd = os.pidfd_open(worker)
     except OSError:
         return False
     try:
-        if not (_is_worker(worker, init_pid, pipe) and _as_new(worker, init_pid)):
-            return False
-        if _exited(fd):  # gone while we looked: the pid may be another's now
-            return False
+        st = os.stat(f"/proc/{worker}/fd/0")
+        if (st.st_dev, st.st_ino) != (pipe.st_dev, pipe.st_ino):
+            return False  # not the worker
+        if _inherited(worker, wstat) != start or _exited(fd):
+            return False  # changed, or gone while we looked (the pid may be another's)
         signal.pidfd_send_signal(fd, signal.SIGCONT)
         return True
     except OSError:
@@ -60,49 +102,25 @@ def spare_worker(candidates: list[int], init_pid: int, pipe: os.stat_result) -> 
         os.close(fd)
 
 
-def _is_worker(pid: int, init_pid: int, pipe: os.stat_result) -> bool:
-    stat = _fields(pid)
-    if stat is None or stat[0] not in ("R", "S") or stat[1] != str(init_pid):
-        return False
-    st = os.stat(f"/proc/{pid}/fd/0")
-    return (st.st_dev, st.st_ino) == (pipe.st_dev, pipe.st_ino)
-
-
-def _as_new(pid: int, init_pid: int) -> bool:
-    """What the agent could have changed on the worker is as pid 1 would hand it on."""
-    mine, its = _fields(pid), _fields(init_pid)
-    if mine is None or its is None or any(mine[i] != its[i] for i in _STAT_KEPT):
-        return False
-    if _read(f"/proc/{pid}/limits") != _read(f"/proc/{init_pid}/limits"):
-        return False
-    if os.sched_getaffinity(pid) != os.sched_getaffinity(init_pid):
-        return False
-    prio = _ioprio(pid)
-    if prio is None or prio != _ioprio(init_pid):
-        return False
-    # a new worker sets its own, where the kernel lets it (not where /proc/self is
-    # root's, as for a non-dumpable process in a user namespace): else it has pid 1's
-    adj = _read(f"/proc/{pid}/oom_score_adj")
-    return adj is not None and adj in (
-        f"{WORKER_OOM_ADJ}\n",
-        _read(f"/proc/{init_pid}/oom_score_adj"),
-    )
-
-
-def _fields(pid: int) -> list[str] | None:
+def _fields(pid: int) -> list[bytes] | None:
     stat = _read(f"/proc/{pid}/stat")
     if stat is None:
         return None
-    rest = stat[stat.rfind(")") + 2 :].split()  # comm may hold spaces and parentheses
-    return rest if len(rest) > max(_STAT_KEPT) else None
+    rest = stat[stat.rfind(b")") + 2 :].split()  # comm may hold spaces and parentheses
+    return rest if len(rest) > max(_SCHED) else None
 
 
-def _read(path: str) -> str | None:
+def _read(path: str) -> bytes | None:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        return os.read(fd, 1 << 16)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _ioprio(pid: int) -> int | None:

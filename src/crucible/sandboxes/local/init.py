@@ -33,7 +33,6 @@ CTL = "/.crucible"  # control dir inside the sandbox (FIFOs, request scripts), r
 INIT_NAME = "init"
 INNER_FDS = (9, 8)  # where the inner groups' files sit: dash takes single-digit fds only
 WORKER_NAME = "sh"  # likewise an unreadable copy of /bin/sh, for the worker
-WORKER_OOM_ADJ = 500  # the worker's own oom_score_adj (idle.py checks it is still that)
 
 
 # pid 1 is bash, not dash: it reaps children from its SIGCHLD handler, so
@@ -77,7 +76,7 @@ def server_script(
     # which needs no privilege), then the worker (+500), pid 1 last of all.
     reset = "echo 1000 >/proc/self/oom_score_adj; "
     run = '( . "$D/$id.sh" )' if worker_sh else '/bin/sh "$D/$id.sh"'
-    loop = f"""echo {WORKER_OOM_ADJ} >/proc/self/oom_score_adj
+    loop = f"""echo 500 >/proc/self/oom_score_adj
 while read -r id src; do
   {{ read -r me _ </proc/self/stat; echo "start $id $me"; {inner}{reset}{run} <"$src" >"$D/$id.out" 2>"$D/$id.err"; echo "$id $?"; }} &
 done

@@ -28,7 +28,7 @@ from crucible.records.tamper import TamperRecord
 from crucible.sandboxes import netlink
 from crucible.sandboxes.base import Sandbox, SandboxSpec
 from crucible.sandboxes.forward import Forwards
-from crucible.sandboxes.local import hostuid
+from crucible.sandboxes.local import hostuid, idle
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, build_argv
 from crucible.sandboxes.local.execs import ENV_KEY, LocalExecs, PendingExec
 from crucible.sandboxes.local.files import MOUNTED, LocalFiles
@@ -202,6 +202,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         self.init_pid = self.server_pid = int(info["child-pid"])
         try:
             self._init_fd = os.pidfd_open(self.init_pid)
+            self._inherited = idle.inherited(self.init_pid)  # before any exec (idle.py)
             # It printed "ready" and nothing inside can kill it: this is our sandbox's root.
             self._root_fd = os.open(
                 f"/proc/{self.init_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC

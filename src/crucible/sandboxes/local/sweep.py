@@ -28,6 +28,7 @@ class Sweep:
     init_pid: int
     _init_fd: int
     _in_fd: int  # our end of the request pipe: the worker's stdin
+    _inherited: idle.Inherited | None = None  # pid 1's at the start: what its worker got
     _execs: dict[str, Any]  # id -> PendingExec (execs.py)
     _lost: str | None
     _closed: bool
@@ -52,7 +53,8 @@ class Sweep:
         seq = self._exec_seq
         if seq == self._swept_at:  # nothing ran since the last sweep (ends the agent
             return  # phase, then grading's own kill_all): the worker is spared
-        if not idle.spare_worker(self._candidates(), self.init_pid, os.fstat(self._in_fd)):
+        pipe = os.fstat(self._in_fd)
+        if not idle.spare_worker(self._candidates(), self.init_pid, pipe, self._inherited):
             # pid 1 stays stopped while we sweep (only the host can stop it), so it
             # cannot start a new worker until everything else is gone.
             self._signal_init(signal.SIGSTOP)
