@@ -13,9 +13,9 @@ of the same uid may change some things on another, which what the worker runs ne
 affinity, I/O priority, a stop. Each must be what pid 1 had when the sandbox became
 ready (`inherited`, taken before any exec: what the worker inherited), else kill_all
 kills the worker as before. A stop still pending when the agent's last process went
-is undone: the worker is sent SIGCONT. (oom_score_adj can only be raised without
-privilege, which makes the worker, or what it runs, the OOM killer's earlier choice:
-nothing to check.)
+is undone: the worker is sent SIGCONT. (oom_score_adj is not checked: where the
+kernel lets the agent write it at all, it only orders the OOM killer's choices among
+the worker and what it runs, as the agent could on pid 1, which a new worker inherits.)
 
 The check reads one moment: pid 1 and the worker alone. With no agent process left
 none can appear (pid 1 starts only workers, the worker only our requests), so
