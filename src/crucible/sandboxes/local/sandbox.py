@@ -346,6 +346,9 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
             return
         self._closed = True
         self._lost = "sandbox closed"
+        if self._root_fd >= 0:  # first: the last hold on its mounts then goes with pid 1,
+            os.close(self._root_fd)  # which tears them down, not this thread (the loop)
+            self._root_fd = -1
         self._kill_init()
         with contextlib.suppress(Exception):
             if self._init_fd >= 0:  # pid 1 exits last: then every process inside is gone
