@@ -202,7 +202,6 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         self.init_pid = self.server_pid = int(info["child-pid"])
         try:
             self._init_fd = os.pidfd_open(self.init_pid)
-            self._inherited = idle.inherited(self.init_pid)  # before any exec (idle.py)
             # It printed "ready" and nothing inside can kill it: this is our sandbox's root.
             self._root_fd = os.open(
                 f"/proc/{self.init_pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
@@ -222,6 +221,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
                 self.cgroup.add(self.init_pid)
                 for kid in children(self.init_pid):
                     self.cgroup.add(kid)
+            self._inherited = idle.inherited(self.init_pid)  # in its groups, before any exec
         except OSError as exc:
             raise SandboxFailed(f"could not set the sandbox up: {exc}") from exc
         if self.spec.network == "public" and self._netns_fd < 0:  # before the task's code
