@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 from crucible.sandboxes.collect.collector import Budget, Limits, Sink
-from crucible.sandboxes.collect.tree import collect_host_dir
+from crucible.sandboxes.collect.tree import collect_host_dir, is_small
 from crucible.sandboxes.conformance.collection import host_tree
 
 
@@ -65,3 +65,34 @@ def test_one_entry_with_excludes_costs_nothing_of_the_rest(tmp_path: Path) -> No
     files, odd = host_tree(tmp_path / "out")
     assert odd == [] and not sink.record.truncated and sink.record.notes == []
     assert sorted(files) == ["art", "art/keep.txt"]
+
+
+def test_is_small_takes_only_a_few_small_regular_files(tmp_path: Path) -> None:
+    """What the local provider collects inline, without a thread: a folder, a link, a
+    fifo, too many entries or too many bytes send it to a thread, as any folder went."""
+
+    def small(setup: str) -> bool:
+        d = tmp_path / setup
+        d.mkdir()
+        for i in range(3):
+            (d / f"f{i}").write_bytes(b"x" * 100)
+        if setup == "dir":
+            (d / "sub").mkdir()
+        elif setup == "link":
+            (d / "l").symlink_to("/etc/passwd")
+        elif setup == "fifo":
+            os.mkfifo(d / "p")
+        elif setup == "many":
+            for i in range(20):
+                (d / f"g{i}").write_bytes(b"")
+        elif setup == "big":
+            (d / "big").write_bytes(b"x" * 5000)
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            return is_small(fd, 16, 4096)
+        finally:
+            os.close(fd)
+
+    assert small("plain")
+    for setup in ("dir", "link", "fifo", "many", "big"):
+        assert not small(setup), setup

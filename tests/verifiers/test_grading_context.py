@@ -157,3 +157,41 @@ async def test_a_site_folder_planted_beside_home_stops_the_grading() -> None:
             assert left.stdout.strip() == "0"  # no sitecustomize.py through the link
     finally:
         await provider.aclose()
+
+
+async def test_home_made_from_the_host_is_the_preludes_and_never_follows_a_link() -> None:
+    """The local sandbox makes root's HOME and site folder from the host (no exec): as
+    the prelude would, 0700 and root's, the sitecustomize inside. A link planted at the
+    site's name is neither followed nor replaced: the grading fails as in the prelude."""
+    from crucible.sandboxes.base import SandboxSpec
+    from crucible.sandboxes.local.provider import LocalProvider
+    from crucible.verifiers.script import (
+        PRELUDE_FAILED,
+        TAIL_SITE,
+        TAIL_SITECUSTOMIZE,
+        grading_script,
+        home_from_host,
+    )
+
+    home, planted_home = "/tmp/.crucible-home-fresh", "/tmp/.crucible-home-planted"
+    provider = LocalProvider(userland="host")
+    try:
+        async with await provider.create(SandboxSpec(job_id="test-host-home")) as box:
+            planted = await box.exec(
+                f"mkdir /tmp/elsewhere && ln -s /tmp/elsewhere {planted_home}{TAIL_SITE}"
+            )
+            assert planted.exit_code == 0, planted.stderr
+            await box.kill_all()
+            assert await home_from_host(box, home)
+            site = f"{home}{TAIL_SITE}"
+            r = await box.exec(f"stat -c '%a %u %F' {home} {site}; ls -A {home} | wc -l")
+            assert r.stdout.split("\n")[:3] == ["700 0 directory"] * 2 + ["0"], r
+            assert await box.read_file(f"{site}/sitecustomize.py") == TAIL_SITECUSTOMIZE.encode()
+            assert not await home_from_host(box, planted_home)
+            left = await box.exec("ls -A /tmp/elsewhere | wc -l")
+            assert left.stdout.strip() == "0"  # no sitecustomize.py through the link
+            script = grading_script(home=planted_home, workdir="/", tests="/nonexistent")
+            r = await box.exec(script, timeout=60, cwd="/")
+            assert r.exit_code == PRELUDE_FAILED, (r.exit_code, r.stderr)
+    finally:
+        await provider.aclose()

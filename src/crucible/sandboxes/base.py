@@ -159,6 +159,16 @@ class Sandbox(abc.ABC):
         if left:
             raise OSError(f"{path} is not empty after its reset: {left[:5]}")
 
+    async def make_fresh_dir(
+        self, path: str, mode: int = 0o700, files: dict[str, bytes] | None = None
+    ) -> bool:
+        """Make `path` a new directory (`mode`, root's) holding `files` (name -> bytes,
+        mode 0644), from the host, in place of an exec: once every agent process is gone
+        (grading's HOME). Its parent must exist; anything already there, a link included
+        (never followed), is an `OSError`. False: the caller makes it with an exec (this
+        default, for providers without a host-side handle on the sandbox's files)."""
+        return False
+
     async def alive(self) -> bool:
         """Is the sandbox still there and answering? Cheap; never raises. A failure
         after the agent phase in a live sandbox is the attempt's (verifier_failed);

@@ -161,10 +161,13 @@ def grading_script(
     user: str | None = None,
     tests: str = TESTS_DIR,
     kit: str | None = None,
+    home_made: bool = False,
 ) -> str:
     """The shell script of the grading exec: context first, then test.sh. With `kit`
     (Sandbox.grading_kit), every command of crucible's own is the kit's, by absolute
-    path: its bash runs test.sh, its busybox makes the folders and switches the user."""
+    path: its bash runs test.sh, its busybox makes the folders and switches the user.
+    `home_made`: the sandbox made HOME and its site folder from the host already
+    (home_from_host); the script does not."""
     bb = f"{shlex.quote(kit)}/busybox " if kit else ""
     bash = f"{shlex.quote(kit)}/bash" if kit else "bash"
     lines = ["unset " + " ".join(UNSET)]
@@ -183,20 +186,21 @@ def grading_script(
     ]
     for key, value in grading_env(home).items():
         lines.append(f"export {key}={shlex.quote(value)}")
-    # A HOME nobody knew before this exec: a random name, made here (mkdir
-    # fails on anything already there), owned by whoever runs the tests.
+    # A HOME nobody knew before this exec: a random name, made here or by the host
+    # just before (mkdir fails on anything already there), owned by whoever runs the tests.
     q_home = shlex.quote(home)
     q_site = shlex.quote(home + TAIL_SITE)
-    switch = user is not None and str(user) not in ("root", "0")
-    if switch:  # the site stays root's, readable by the tests' user
-        lines.append(f"{bb}mkdir -m 0700 -- {q_home} || exit {PRELUDE_FAILED}")
-        lines.append(f"{bb}mkdir -m 0755 -- {q_site} || exit {PRELUDE_FAILED}")
-    else:  # root reads both: one mkdir (an exec costs ~1 ms), the site private too
-        lines.append(f"{bb}mkdir -m 0700 -- {q_home} {q_site} || exit {PRELUDE_FAILED}")
-    lines.append(
-        f"printf %s {shlex.quote(TAIL_SITECUSTOMIZE)} > {q_site}/sitecustomize.py"
-        f" || exit {PRELUDE_FAILED}"
-    )
+    switch = _switches(user)
+    if not home_made:
+        if switch:  # the site stays root's, readable by the tests' user
+            lines.append(f"{bb}mkdir -m 0700 -- {q_home} || exit {PRELUDE_FAILED}")
+            lines.append(f"{bb}mkdir -m 0755 -- {q_site} || exit {PRELUDE_FAILED}")
+        else:  # root reads both: one mkdir (an exec costs ~1 ms), the site private too
+            lines.append(f"{bb}mkdir -m 0700 -- {q_home} {q_site} || exit {PRELUDE_FAILED}")
+        lines.append(
+            f"printf %s {shlex.quote(TAIL_SITECUSTOMIZE)} > {q_site}/sitecustomize.py"
+            f" || exit {PRELUDE_FAILED}"
+        )
     for key, value in (env or {}).items():  # the task's [verifier].env, on top
         if not _ENV_KEY.fullmatch(key):
             raise TaskInvalid(f"[verifier].env: {key!r} is not a variable name")
@@ -213,6 +217,23 @@ def grading_script(
     lines.append(f"cd -- {shlex.quote(workdir)} || exit {PRELUDE_FAILED}")
     lines.append(f"exec {run}")
     return "\n".join(lines) + "\n"
+
+
+def _switches(user: str | None) -> bool:
+    return user is not None and str(user) not in ("root", "0")
+
+
+async def home_from_host(sandbox: Sandbox, home: str) -> bool:
+    """Root's HOME and site folder (both 0700, the site with its sitecustomize), made
+    from the host where the sandbox can (no exec); False: the grading script makes them.
+    Anything standing at either name fails it there as it would in the script."""
+    site = {"sitecustomize.py": TAIL_SITECUSTOMIZE.encode()}
+    try:
+        return await sandbox.make_fresh_dir(home) and await sandbox.make_fresh_dir(
+            home + TAIL_SITE, files=site
+        )
+    except OSError:
+        return False  # the script's mkdir then fails on it: "could not be set up"
 
 
 async def run_verifier(
@@ -233,7 +254,10 @@ async def run_verifier(
     workdir = cwd or sandbox.spec.workdir
     home = f"/tmp/.crucible-home-{uuid.uuid4().hex}"
     kit = sandbox.grading_kit()
-    script = grading_script(home=home, workdir=workdir, env=env, user=user, tests=staged, kit=kit)
+    made = not _switches(user) and await home_from_host(sandbox, home)
+    script = grading_script(
+        home=home, workdir=workdir, env=env, user=user, tests=staged, kit=kit, home_made=made
+    )
     if kit is None:
         return await sandbox.exec(script, timeout=timeout_sec, cwd="/")
     # The script itself runs in the kit's bash, never in the image's `sh -c`.

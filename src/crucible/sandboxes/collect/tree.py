@@ -31,6 +31,22 @@ def is_empty(dir_fd: int) -> bool:
         return next(it, None) is None
 
 
+def is_small(dir_fd: int, entries: int, nbytes: int) -> bool:
+    """Only regular files there (no folder, no link), at most `entries` and `nbytes` in
+    all: cheap to collect on the spot. A guess, not a limit (the sink's caps are)."""
+    total = 0
+    with os.scandir(dir_fd) as it:
+        for n, entry in enumerate(it):
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                return False
+            total += st.st_size
+            if n >= entries or total > nbytes or not stat.S_ISREG(st.st_mode):
+                return False
+    return True
+
+
 def collect_tree(src_fd: int, sink: Sink) -> None:
     """Copy the folder open at `src_fd` into the sink. Owns (and closes) src_fd."""
     try:

@@ -22,12 +22,14 @@ from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.collect.manifest import DOWNLOAD, STREAM_BYTES, Budget
 from crucible.sandboxes.collect.sink import Sink
 from crucible.sandboxes.collect.tar import collect_tar
-from crucible.sandboxes.collect.tree import collect_tree, is_empty
+from crucible.sandboxes.collect.tree import collect_tree, is_empty, is_small
 from crucible.sandboxes.local import hostfs
 from crucible.sandboxes.local.init import CTL
 
 INLINE_BYTES = 1 << 20
 INLINE_ENTRIES = 256
+INLINE_COLLECT_BYTES = 256 << 10  # a folder of a few small files is collected inline
+INLINE_COLLECT_ENTRIES = 16
 # Top-level names bound from the host (read-only) or made by bwrap: never served from the host.
 MOUNTED = ("usr", "etc", "proc", "dev", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "sys")
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -158,6 +160,9 @@ class LocalFiles:
             raise FileNotFoundError(errno.ENOENT, "no such directory in sandbox", src) from exc
         if is_empty(fd):  # the common case costs no thread hop and no mkdir on the host
             os.close(fd)
+            return
+        if is_small(fd, INLINE_COLLECT_ENTRIES, INLINE_COLLECT_BYTES):  # a reward, a log:
+            collect_tree(fd, sink)  # on the spot, as a thread hop costs more
             return
         await asyncio.to_thread(collect_tree, fd, sink)  # the thread owns (closes) fd
 

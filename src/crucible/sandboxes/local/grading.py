@@ -1,6 +1,6 @@
-"""The grading half of a live `local` sandbox (a mixin): resetting a directory
-from the host through the root handle it holds, and telling a live sandbox
-from a lost one.
+"""The grading half of a live `local` sandbox (a mixin): resetting a directory,
+or making a fresh one, from the host through the root handle it holds, and
+telling a live sandbox from a lost one.
 
 Both are the host's own decisions: the reset walks the sandbox's tree with
 fds that never follow a link (hostfs.reset_dir), and liveness is the state of
@@ -13,6 +13,8 @@ import select
 
 from crucible.sandboxes import proc
 from crucible.sandboxes.local import hostfs
+from crucible.sandboxes.local.files import MOUNTED
+from crucible.sandboxes.local.init import CTL
 
 
 class LocalGrading:
@@ -37,6 +39,19 @@ class LocalGrading:
             raise OSError(f"cannot reset {path}: a link or a non-directory at {exc}") from exc
         except RecursionError as exc:  # belt and braces: MAX_RESET_DEPTH comes first
             raise OSError(f"cannot reset {path}: tree too deep") from exc
+
+    async def make_fresh_dir(
+        self, path: str, mode: int = 0o700, files: dict[str, bytes] | None = None
+    ) -> bool:
+        self._check()
+        parts = hostfs.split(path)
+        if not parts or parts[0] in MOUNTED or parts[0] == CTL[1:]:
+            return False  # a host mount or ours: made inside, if at all
+        try:  # as the sandbox's host owner, like reset_dir
+            hostfs.make_fresh_dir(self._root_fd, parts, mode, files or {}, self.host_owner)
+        except hostfs.Unsafe:
+            return False  # a link on the way: the exec makes it, in the sandbox's view
+        return True
 
     async def alive(self) -> bool:
         if self._closed or self._lost or not self.init_pid:

@@ -201,6 +201,28 @@ def _upload_into(src: str, dfd: int, budget: Budget, owner: Owner | None) -> Non
             _write_at(dfd, entry.name, data, st.st_mode, owner)
 
 
+def make_fresh_dir(
+    root_fd: int, parts: list[str], mode: int, files: dict[str, bytes], owner: Owner | None = None
+) -> None:
+    """Make root/parts a new directory (`mode`) holding `files` (0644): FileExistsError
+    when anything stands there, a link included (never followed); its parent must exist."""
+    if not parts:
+        raise Unsafe("will not make /")
+    parent = open_dir(root_fd, parts[:-1])
+    try:
+        with _owned(owner):
+            os.mkdir(parts[-1], 0o700, dir_fd=parent)
+        fd = _open_dir(parent, parts[-1], create=False)
+        try:
+            for name, data in files.items():
+                _write_at(fd, name, data, 0o644, owner)
+            os.fchmod(fd, mode & 0o7777)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(parent)
+
+
 # ---- resetting a directory (grading) -------------------------------------------------
 
 

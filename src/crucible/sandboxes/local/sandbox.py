@@ -28,7 +28,7 @@ from crucible.records.tamper import TamperRecord
 from crucible.sandboxes import netlink
 from crucible.sandboxes.base import Sandbox, SandboxSpec
 from crucible.sandboxes.forward import Forwards
-from crucible.sandboxes.local import hostuid
+from crucible.sandboxes.local import hostuid, idle
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, build_argv
 from crucible.sandboxes.local.execs import ENV_KEY, LocalExecs, PendingExec
 from crucible.sandboxes.local.files import MOUNTED, LocalFiles
@@ -221,6 +221,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
                 self.cgroup.add(self.init_pid)
                 for kid in children(self.init_pid):
                     self.cgroup.add(kid)
+            self._inherited = idle.inherited(self.init_pid)  # in its groups, before any exec
         except OSError as exc:
             raise SandboxFailed(f"could not set the sandbox up: {exc}") from exc
         if self.spec.network == "public" and self._netns_fd < 0:  # before the task's code
@@ -345,6 +346,9 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
             return
         self._closed = True
         self._lost = "sandbox closed"
+        if self._root_fd >= 0:  # first: the last hold on its mounts then goes with pid 1,
+            os.close(self._root_fd)  # which tears them down, not this thread (the loop)
+            self._root_fd = -1
         self._kill_init()
         with contextlib.suppress(Exception):
             if self._init_fd >= 0:  # pid 1 exits last: then every process inside is gone

@@ -4,7 +4,8 @@ pid 1 is stopped (only the host can stop it) while every other process in the
 sandbox's cgroup (or, without cgroups, its pid namespace) is stopped, then killed,
 round after round until none is left: a fork bomb cannot outrun it, and pid 1
 cannot start a new worker until the sweep is done. Killed processes are waited
-for on pidfds, not polled.
+for on pidfds, not polled. When pid 1's worker, as a new one would be, is all that
+is left, there is nothing to kill, and it is spared (idle.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from crucible.errors import SandboxFailed
 from crucible.sandboxes import proc
+from crucible.sandboxes.local import idle
 from crucible.sandboxes.local.cgroups import SandboxCgroup
 
 
@@ -25,6 +27,8 @@ class Sweep:
     cgroup: SandboxCgroup | None
     init_pid: int
     _init_fd: int
+    _in_fd: int  # our end of the request pipe: the worker's stdin
+    _inherited: idle.Inherited | None = None  # pid 1's at the start: what its worker got
     _execs: dict[str, Any]  # id -> PendingExec (execs.py)
     _lost: str | None
     _closed: bool
@@ -49,14 +53,17 @@ class Sweep:
         seq = self._exec_seq
         if seq == self._swept_at:  # nothing ran since the last sweep (ends the agent
             return  # phase, then grading's own kill_all): the worker is spared
-        # pid 1 stays stopped while we sweep (only the host can stop it), so it
-        # cannot start a new worker until everything else is gone.
-        self._signal_init(signal.SIGSTOP)
-        try:
-            await self._kill_all_but_init()
-        finally:
-            self._signal_init(signal.SIGCONT)
+        pipe = os.fstat(self._in_fd)
+        if not idle.spare_worker(self._candidates(), self.init_pid, pipe, self._inherited):
+            # pid 1 stays stopped while we sweep (only the host can stop it), so it
+            # cannot start a new worker until everything else is gone.
+            self._signal_init(signal.SIGSTOP)
+            try:
+                await self._kill_all_but_init()
+            finally:
+                self._signal_init(signal.SIGCONT)
         self._check()  # the server itself survived (it always should: it is pid 1)
+        self._end_execs()
         self._swept_at = seq
 
     def _signal_init(self, sig: int) -> None:
@@ -89,6 +96,9 @@ class Sweep:
             stopped |= new
         else:
             raise SandboxFailed("kill_all: processes kept appearing for 30s")
+
+    def _end_execs(self) -> None:
+        """Execs still waiting for a report were killed (or their report is moot)."""
         for ex in self._execs.values():
             if not ex.done.done():
                 ex.done.set_result(128 + signal.SIGKILL)
