@@ -305,3 +305,46 @@ async def test_an_image_entrypoint_cannot_race_the_routes(
     finally:
         server.close()
     assert r.stdout == "tried 20000\n" and service.hits == [], (service.hits, r.stdout)
+
+
+def _ip(*args: str, check: bool = True) -> None:
+    import subprocess
+
+    subprocess.run(["ip", *args], check=check, capture_output=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the test gives the host an address of its own")
+async def test_a_host_address_made_between_two_sandboxes_of_a_slot_is_blocked() -> None:
+    """As root, a slot's network namespace is made once and used by its sandboxes in turn;
+    its routes are kept current by addrwatch.py, not listed again per sandbox. An address
+    the host gains between two sandboxes of the slot (a documentation address the test
+    puts on the host's lo: nothing leaves the machine) must be blocked in the second."""
+    from crucible.sandboxes.base import SandboxSpec
+
+    addr = "192.0.2.77"
+    provider = LocalProvider(userland="host")
+    await provider.preflight()
+    service = HostService()
+    added = False
+    try:
+        spec = SandboxSpec(job_id="late-addr", network="public")
+        async with await provider.create(spec) as sb:
+            assert (await sb.exec("true", timeout=30)).ok
+        await asyncio.to_thread(_ip, "addr", "add", f"{addr}/32", "dev", "lo")
+        added = True
+        server, port = await service.listen(addr)
+        try:
+            async with await provider.create(spec) as sb:
+                r = await sb.exec(
+                    f"timeout 3 bash -c 'exec 3<>/dev/tcp/{addr}/{port} && head -n 1 <&3'"
+                    " 2>/dev/null || echo closed",
+                    timeout=30,
+                )
+        finally:
+            server.close()
+        assert len(provider.pool.slots) == 1  # the same slot, so the same namespace
+        assert r.stdout.strip() == "closed" and service.hits == [], r
+    finally:
+        if added:
+            await asyncio.to_thread(_ip, "addr", "del", f"{addr}/32", "dev", "lo", check=False)
+        await provider.aclose()

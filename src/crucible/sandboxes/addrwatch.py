@@ -125,6 +125,18 @@ def watch(net_fd: int) -> int:
     return _WATCH.add(net_fd)
 
 
+def watching(token: int) -> bool:
+    """Whether the namespace of `token` is still kept blocked, by this event loop's watch
+    (a refused write, or a watch replaced for another loop, drops it)."""
+    w = _WATCH
+    if w is None or not token or token not in w.nets:
+        return False
+    try:
+        return w.loop is asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+
+
 def unwatch(token: int) -> None:
     if _WATCH is not None and token:
         _WATCH.remove(token)

@@ -217,7 +217,11 @@ class UserNet:
 
     def refresh(self) -> None:
         """The host's addresses as they are now (a Docker network made since): routes
-        are replaced, so this is idempotent (~0.1 ms)."""
+        are replaced, so this is idempotent. Nothing to do while addrwatch keeps the
+        namespace blocked (as root): it has added each address the host gained since, as
+        the kernel announced it."""
+        if self._watch and addrwatch.watching(self._watch):
+            return
         self.blocked = host_ipv4()
         try:
             netlink.prohibit(self.net_fd, self.blocked)
