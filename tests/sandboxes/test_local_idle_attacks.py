@@ -1,0 +1,230 @@
+"""Attacks on the worker kill_all spares (sandboxes/local/idle.py), and on kill_all itself.
+
+Each test asserts the secure behaviour: it fails when the attack works. Tests marked
+HOLE failed when written (a real hole); the others document defended attacks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+from tests.sandboxes.test_local_idle_worker import _nspid, _worker, _wrapper_gone, box
+
+from crucible.sandboxes.local.provider import LocalSandbox
+
+__all__ = ["box"]  # the fixture, shared with the idle worker's own tests
+
+
+def _live_tasks(sb: LocalSandbox, keep: set[int]) -> dict[int, list[str]]:
+    """Threads still running (not zombies) in processes other than `keep`."""
+    found: dict[int, list[str]] = {}
+    for pid in sb._candidates():
+        if pid in keep:
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        live = []
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if stat[stat.rfind(")") + 2 :].split()[0] not in ("Z", "X"):
+                live.append(tid)
+        if live:
+            found[pid] = live
+    return found
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+# A thread group whose leader has exited (SYS_exit, not exit_group) while another
+# thread runs on: /proc/TGID/stat shows the leader's state, "Z", and it is listed in
+# cgroup.procs under the leader's pid. The thread keeps writing a counter.
+SURVIVOR = r"""
+cat > /tmp/s.py <<'P'
+import ctypes, platform, threading, time
+def loop():
+    n = 0
+    while True:
+        n += 1
+        with open("/tmp/alive", "w") as f:
+            f.write(str(n))
+        time.sleep(0.02)
+threading.Thread(target=loop).start()
+time.sleep(0.2)
+ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)
+P
+nohup python3 /tmp/s.py </dev/null >/dev/null 2>&1 &
+sleep 0.5
+"""
+
+
+HOLE = pytest.mark.xfail(strict=True, reason="HOLE: the attack works (see the test's comment)")
+
+
+@HOLE
+@pytest.mark.parametrize("also", ["", "nohup sleep 300 >/dev/null 2>&1 &"])
+async def test_HOLE_a_thread_group_whose_leader_exited_is_killed(
+    box: LocalSandbox, also: str
+) -> None:
+    # HOLE: both the spare check (idle.spare_worker skips pids whose stat says "Z")
+    # and the sweep itself (sweep._kill_all_but_init skips "Z" too) take the exited
+    # leader for a zombie, so the live thread outlives kill_all and runs during grading.
+    # also="": the worker is spared; also=sleeper: the full sweep runs, same result.
+    await _worker(box)
+    assert (await box.exec(SURVIVOR + also, timeout=20)).ok
+    await asyncio.sleep(0.3)
+    await box.kill_all()
+    first = (await box.exec("cat /tmp/alive", timeout=10)).stdout
+    await asyncio.sleep(0.3)
+    second = (await box.exec("cat /tmp/alive", timeout=10)).stdout
+    left = {p: t for p, t in _live_tasks(box, {box.init_pid}).items() if _comm(p) == "python3"}
+    assert not left, f"an agent thread outlived kill_all: {left}"
+    assert first == second, "the agent's thread kept writing during grading"
+
+
+PEEK = r"""
+import ctypes, os, sys
+W = int(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+got = []
+for path in (f"/proc/{W}/fd", f"/proc/{W}/environ", f"/proc/{W}/mem", f"/proc/{W}/maps"):
+    try:
+        os.listdir(path) if path.endswith("fd") else open(path, "rb").read(16)
+        got.append(path)
+    except OSError:
+        pass
+try:
+    os.readlink(f"/proc/{W}/fd/0")
+    got.append("fd/0")
+except OSError:
+    pass
+if libc.ptrace(16, W, 0, 0) == 0:  # PTRACE_ATTACH
+    got.append("ptrace")
+if libc.ptrace(0x4206, W, 0, 0) == 0:  # PTRACE_SEIZE
+    got.append("seize")
+try:
+    fd = os.pidfd_open(W)
+    if libc.syscall(438, fd, 0, 0) >= 0:  # pidfd_getfd(fd 0: the request pipe)
+        got.append("pidfd_getfd")
+except OSError:
+    pass
+buf = ctypes.create_string_buffer(8)
+class IOV(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+loc = IOV(ctypes.cast(buf, ctypes.c_void_p), 8)
+rem = IOV(0x400000, 8)
+if libc.syscall(310, W, ctypes.byref(loc), 1, ctypes.byref(rem), 1, 0) >= 0:
+    got.append("process_vm_readv")
+for name, val in (("timerslack_ns", "1000000000"), ("oom_score_adj", "1000"),
+                  ("comm", "x"), ("coredump_filter", "0x7f"), ("autogroup", "19")):
+    try:
+        with open(f"/proc/{W}/{name}", "w") as f:
+            f.write(val)
+        got.append(name)
+    except OSError:
+        pass
+print(" ".join(got))
+"""
+
+
+async def test_the_worker_cannot_be_read_traced_or_written_through_proc(
+    box: LocalSandbox,
+) -> None:
+    # the worker runs an unreadable binary: not dumpable, and the agent has no
+    # capabilities in its user namespace, so ptrace, /proc/W/{fd,mem,environ},
+    # pidfd_getfd and process_vm_readv are all refused, and so are the /proc writes
+    # that would carry over to grading (timerslack_ns, oom_score_adj, ...)
+    w = await _worker(box)
+    r = await box.exec(["python3", "-c", PEEK, str(_nspid(w))], timeout=20)
+    assert r.ok, r
+    assert r.stdout.split() in ([], ["autogroup"]), r.stdout
+    caps = await box.exec("grep CapEff /proc/self/status", timeout=10)
+    assert caps.stdout.split()[1] == "0000000000000000"
+
+
+UCLAMP = r"""
+import ctypes, os, platform, sys
+W = int(sys.argv[1])
+class Attr(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32), ("policy", ctypes.c_uint32),
+                ("flags", ctypes.c_uint64), ("nice", ctypes.c_int32),
+                ("prio", ctypes.c_uint32), ("runtime", ctypes.c_uint64),
+                ("deadline", ctypes.c_uint64), ("period", ctypes.c_uint64),
+                ("umin", ctypes.c_uint32), ("umax", ctypes.c_uint32)]
+nr = {"x86_64": 314, "aarch64": 274}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+out = []
+# util clamp max 0 (KEEP_POLICY|KEEP_PARAMS|UTIL_CLAMP_MAX), then reset-on-fork
+for flags, umax in ((0x08 | 0x10 | 0x40, 0), (0x01 | 0x08 | 0x10, 0)):
+    a = Attr(size=ctypes.sizeof(Attr), flags=flags, umax=umax)
+    out.append(str(libc.syscall(nr, W, ctypes.byref(a), 0)))
+print(" ".join(out))
+"""
+
+
+async def test_a_util_clamp_or_reset_on_fork_on_the_worker_does_not_reach_grading(
+    box: LocalSandbox,
+) -> None:
+    # sched_setattr's util clamp and reset-on-fork are not in /proc/W/stat's policy
+    # field. The kernel refuses the agent a util clamp; reset-on-fork it allows (and
+    # the worker is then spared), but it only resets RT policies and negative nice
+    # in children, which the checked policy and nice already rule out: grading's
+    # processes get the same priority, nice and policy as from a fresh worker.
+    stat = "cut -d' ' -f18,19,40,41 /proc/self/stat"
+    before = (await box.exec(stat, timeout=10)).stdout
+    w = await _worker(box)
+    r = await box.exec(["python3", "-c", UCLAMP, str(_nspid(w))], timeout=20)
+    assert r.ok, r
+    assert r.stdout.split()[0] == "-1", "util clamp set on the worker"
+    await _wrapper_gone(box)
+    await box.kill_all()
+    assert (await box.exec(stat, timeout=10)).stdout == before
+
+
+PID1 = {
+    "nofile": ("prlimit --pid 1 --nofile=64:64", "ulimit -n", "64"),
+    "nice": ("renice -n 7 -p 1 >/dev/null", "cut -d' ' -f19 /proc/self/stat", "7"),
+    "nice-user": ("renice -n 7 -u 0 >/dev/null", "cut -d' ' -f19 /proc/self/stat", "7"),
+    "ionice-user": ("ionice -c 3 -u 0", "ionice", "idle"),
+}
+
+
+@HOLE
+@pytest.mark.parametrize("what", sorted(PID1))
+async def test_HOLE_grading_has_none_of_what_the_agent_set_on_pid1(
+    box: LocalSandbox, what: str
+) -> None:
+    # HOLE (not new with idle.py): pid 1's rlimits, nice, I/O priority are the agent's
+    # to change (same uid, prlimit/setpriority/ioprio_set check no dumpability); the
+    # agent then kills the worker (or leaves anything behind so kill_all sweeps), and
+    # every worker pid 1 starts from then on, the one grading runs in included,
+    # inherits them. The spare check only protects the worker it spares.
+    tamper, probe, bad = PID1[what]
+    await _worker(box)
+    r = await box.exec(f"{tamper} && kill -9 $$", timeout=10)  # $$: the worker
+    assert r.ok, r
+    await box.kill_all()
+    got = (await box.exec(probe, timeout=10)).stdout.strip()
+    assert bad not in got.split(), f"grading inherited the agent's {what}: {got}"
+
+
+async def test_a_queued_realtime_signal_only_replaces_the_worker(box: LocalSandbox) -> None:
+    # dash leaves SIGRTMIN at its default (terminate): the worker dies, pid 1 starts
+    # a new one, and nothing is left queued for grading
+    w = await _worker(box)
+    r = await box.exec(f"kill -s RTMIN+3 {_nspid(w)}; kill -s USR1 {_nspid(w)}; true", timeout=10)
+    del r
+    await box.kill_all()
+    assert (await box.exec("echo ok", timeout=10)).stdout == "ok\n"
