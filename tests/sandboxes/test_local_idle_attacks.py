@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 
 import pytest
 from tests.sandboxes.test_local_idle_worker import _nspid, _worker, _wrapper_gone, box
 
-from crucible.sandboxes.local.provider import LocalSandbox
+from crucible.sandboxes.base import SandboxSpec
+from crucible.sandboxes.local.provider import LocalProvider, LocalSandbox
 
 __all__ = ["box"]  # the fixture, shared with the idle worker's own tests
 
@@ -228,3 +230,36 @@ async def test_a_queued_realtime_signal_only_replaces_the_worker(box: LocalSandb
     del r
     await box.kill_all()
     assert (await box.exec("echo ok", timeout=10)).stdout == "ok\n"
+
+
+async def test_no_nested_namespace_to_hide_from_the_sweep(box: LocalSandbox) -> None:
+    # without cgroups the sweep lists only pid 1's own pid namespace (a process in
+    # a nested one would be invisible to it and to the spare check); creating one
+    # needs a nested user namespace, which the sandbox refuses
+    r = await box.exec("unshare -Urpf true", timeout=10)
+    assert r.exit_code != 0, r
+
+
+@HOLE
+async def test_HOLE_an_fd_crucible_inherited_does_not_reach_the_sandbox() -> None:
+    # HOLE (not new with idle.py): LocalSandbox._spawn uses posix_spawn with no
+    # close-range, and nothing on the way (hostuid.spawn, bwrap) closes inherited
+    # fds: every inheritable fd crucible's own parent left it (a CI log pipe, a
+    # `3>file` redirect, a lock) is open in pid 1, the worker and every agent
+    # process, writable where it was opened so.
+    r_fd, w_fd = os.pipe()
+    os.set_inheritable(w_fd, True)
+    p = LocalProvider()
+    await p.preflight()
+    sb = await p.create(
+        SandboxSpec(job_id=f"test-idle-fd-{uuid.uuid4().hex[:8]}", memory_mb=256, pids_limit=128)
+    )
+    try:
+        assert isinstance(sb, LocalSandbox)
+        r = await sb.exec(f"readlink /proc/self/fd/{w_fd}", timeout=10)
+        assert not r.stdout.startswith("pipe:"), f"fd {w_fd} of crucible's is open inside: {r}"
+    finally:
+        await sb.close()
+        await p.aclose()
+        os.close(r_fd)
+        os.close(w_fd)
