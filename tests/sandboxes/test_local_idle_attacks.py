@@ -202,6 +202,8 @@ PID1 = {
     "nice": ("renice -n 7 -p 1 >/dev/null", "cut -d' ' -f19 /proc/self/stat", "7"),
     "nice-user": ("renice -n 7 -u 0 >/dev/null", "cut -d' ' -f19 /proc/self/stat", "7"),
     "ionice-user": ("ionice -c 3 -u 0", "ionice", "idle"),
+    "nice-pgrp": ("renice -n 7 -g 1 >/dev/null", "cut -d' ' -f19 /proc/self/stat", "7"),
+    "fsize": ("prlimit --pid 1 --fsize=4096:4096", "ulimit -f", "8"),
 }
 
 
