@@ -296,3 +296,19 @@ async def test_HOLE_a_process_that_hops_to_a_new_pid_is_never_taken_for_gone(
         spared += idle.spare_worker(box._candidates(), box.init_pid, pipe, box._inherited)
     assert not spared, "spared the worker while the agent's process ran"
     await box.kill_all()
+
+
+@HOLE
+@pytest.mark.parametrize("limit", ["--nofile=3:3", "--nproc=1:1", "--cpu=0:0", "--as=10000000"])
+async def test_HOLE_the_agent_cannot_break_every_later_exec_through_pid1(
+    box: LocalSandbox, limit: str
+) -> None:
+    # HOLE (not new with idle.py), the worst of pid 1's rlimits: the agent sets one on
+    # pid 1 and kills the worker; every worker pid 1 starts from then on is broken, and
+    # grading's every exec hangs to its timeout (nofile, nproc: exit 124), is killed at
+    # once (cpu: 137, which reads as a kill by the OOM killer) or cannot load libc (as:
+    # 127) -- what an agent wants when a broken grading counts as an excluded error.
+    assert (await box.exec(f"prlimit --pid 1 {limit} && kill -9 $$", timeout=10)).ok
+    await box.kill_all()
+    r = await box.exec("echo ok; python3 -c 'print(1)'", timeout=5)
+    assert r.ok and r.stdout == "ok\n1\n", r
