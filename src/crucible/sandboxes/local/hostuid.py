@@ -156,6 +156,34 @@ def _thread_credentials(owner: Owner) -> Iterator[None]:
             raise OSError(ctypes.get_errno(), "could not restore supplementary groups")
 
 
+@contextlib.contextmanager
+def acting_as(owner: Owner) -> Iterator[None]:
+    """This thread acts as `owner` (real and effective uid and gid) where we are root and
+    can switch one thread: what the kernel allows a process of the same uid (another's
+    rlimits) without a capability root may lack here (CAP_SYS_RESOURCE)."""
+    if os.geteuid() != 0 or (os.geteuid(), os.getegid()) == owner:
+        yield
+    elif platform.machine() in _SYSCALLS:
+        with _thread_credentials(owner):
+            yield
+    else:
+        yield
+
+
+def no_stray_fds(keep: set[int]) -> None:
+    """No descriptor this process inherited (its parent's pipes and sockets: Python makes
+    its own close-on-exec) reaches what it spawns: every one above 2 that is not in `keep`
+    is made close-on-exec first. posix_spawn passes on each inheritable one, and neither
+    bwrap nor pid 1 closes them, so the agent could write to a pipe of the operator's
+    shell, or signal through it."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            with contextlib.suppress(OSError):
+                if os.get_inheritable(fd):
+                    os.set_inheritable(fd, False)
+
+
 def spawn(
     path: str,
     argv: list[str],

@@ -28,7 +28,7 @@ from crucible.records.tamper import TamperRecord
 from crucible.sandboxes import netlink
 from crucible.sandboxes.base import Sandbox, SandboxSpec
 from crucible.sandboxes.forward import Forwards
-from crucible.sandboxes.local import hostuid, idle
+from crucible.sandboxes.local import hostuid, pid1
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, build_argv
 from crucible.sandboxes.local.execs import ENV_KEY, LocalExecs, PendingExec
 from crucible.sandboxes.local.files import MOUNTED, LocalFiles
@@ -221,7 +221,9 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
                 self.cgroup.add(self.init_pid)
                 for kid in children(self.init_pid):
                     self.cgroup.add(kid)
-            self._inherited = idle.inherited(self.init_pid)  # in its groups, before any exec
+            self._pid1 = pid1.Settings.of(
+                self.init_pid, self.host_owner
+            )  # before any exec: what workers get
         except OSError as exc:
             raise SandboxFailed(f"could not set the sandbox up: {exc}") from exc
         if self.spec.network == "public" and self._netns_fd < 0:  # before the task's code
@@ -256,6 +258,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err = self.slot.open_errlog()
+        hostuid.no_stray_fds(set(pass_fds))
         for fd in pass_fds:  # closed right after the spawn; asyncio spawns nothing meanwhile
             os.set_inheritable(fd, True)
         net = netlink.entered(self._netns_fd) if self._netns_fd >= 0 else contextlib.nullcontext()

@@ -4,8 +4,10 @@ pid 1 is stopped (only the host can stop it) while every other process in the
 sandbox's cgroup (or, without cgroups, its pid namespace) is stopped, then killed,
 round after round until none is left: a fork bomb cannot outrun it, and pid 1
 cannot start a new worker until the sweep is done. Killed processes are waited
-for on pidfds, not polled. When pid 1's worker, as a new one would be, is all that
-is left, there is nothing to kill, and it is spared (idle.py).
+for on pidfds, not polled. A thread group whose leader exited alone reads "Z" while its
+other threads run: it is killed like any process. What the agent set on pid 1 (rlimits,
+nice, I/O priority, affinity, policy: pid1.py) is put back while pid 1 is stopped, so
+the worker it starts next (the grading's) has none of it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from crucible.errors import SandboxFailed
 from crucible.sandboxes import proc
-from crucible.sandboxes.local import idle
+from crucible.sandboxes.local import pid1
 from crucible.sandboxes.local.cgroups import SandboxCgroup
 
 
@@ -27,8 +29,7 @@ class Sweep:
     cgroup: SandboxCgroup | None
     init_pid: int
     _init_fd: int
-    _in_fd: int  # our end of the request pipe: the worker's stdin
-    _inherited: idle.Inherited | None = None  # pid 1's at the start: what its worker got
+    _pid1: pid1.Settings | None = None  # pid 1's at the start, before any exec
     _execs: dict[str, Any]  # id -> PendingExec (execs.py)
     _lost: str | None
     _closed: bool
@@ -53,17 +54,16 @@ class Sweep:
         seq = self._exec_seq
         if seq == self._swept_at:  # nothing ran since the last sweep (ends the agent
             return  # phase, then grading's own kill_all): the worker is spared
-        pipe = os.fstat(self._in_fd)
-        if not idle.spare_worker(self._candidates(), self.init_pid, pipe, self._inherited):
-            # pid 1 stays stopped while we sweep (only the host can stop it), so it
-            # cannot start a new worker until everything else is gone.
-            self._signal_init(signal.SIGSTOP)
-            try:
-                await self._kill_all_but_init()
-            finally:
-                self._signal_init(signal.SIGCONT)
+        # pid 1 stays stopped while we sweep (only the host can stop it), so it
+        # cannot start a new worker until everything else is gone.
+        self._signal_init(signal.SIGSTOP)
+        try:
+            await self._kill_all_but_init()
+            if self._pid1 is not None:
+                self._pid1.restore(self.init_pid)
+        finally:
+            self._signal_init(signal.SIGCONT)
         self._check()  # the server itself survived (it always should: it is pid 1)
-        self._end_execs()
         self._swept_at = seq
 
     def _signal_init(self, sig: int) -> None:
@@ -80,9 +80,7 @@ class Sweep:
             victims = {
                 p
                 for p in self._candidates()
-                if p != keep
-                and proc.state_of(p) not in (None, "Z")
-                and (ns is None or proc.pid_ns_of(p) == ns)
+                if p != keep and _running(p) and (ns is None or proc.pid_ns_of(p) == ns)
             }
             new = victims - stopped
             if not new:
@@ -96,9 +94,6 @@ class Sweep:
             stopped |= new
         else:
             raise SandboxFailed("kill_all: processes kept appearing for 30s")
-
-    def _end_execs(self) -> None:
-        """Execs still waiting for a report were killed (or their report is moot)."""
         for ex in self._execs.values():
             if not ex.done.done():
                 ex.done.set_result(128 + signal.SIGKILL)
@@ -118,6 +113,21 @@ class Sweep:
             for fd in fds:
                 self._loop.remove_reader(fd)
                 os.close(fd)
+
+
+def _running(pid: int) -> bool:
+    """Not gone, and not a zombie unless a thread of it still runs: a leader that ended
+    alone (SYS_exit in the main thread) reads "Z" while its other threads go on under its
+    pid, and must be killed like any process (the signal reaches the whole group)."""
+    state = proc.state_of(pid)
+    if state is None:
+        return False
+    if state != "Z":
+        return True
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 def _pidfd(pid: int) -> int:

@@ -43,6 +43,7 @@ import signal
 from crucible.errors import SandboxFailed
 from crucible.sandboxes import addrwatch, netlink
 from crucible.sandboxes.hostnet import host_ipv4
+from crucible.sandboxes.local import hostuid
 
 SANDBOX_ADDR = "10.0.2.100"  # slirp4netns --configure's defaults (its --cidr)
 GATEWAY = "10.0.2.2"
@@ -165,6 +166,7 @@ class UserNet:
         self._err = os.memfd_create("slirp4netns-stderr", os.MFD_CLOEXEC)
         child = [exit_r, ready_w, devnull]
         try:
+            hostuid.no_stray_fds({net_fd, user_fd, exit_r, ready_w})
             for fd in (net_fd, user_fd, exit_r, ready_w):
                 if fd >= 0:
                     os.set_inheritable(fd, True)

@@ -1,23 +1,125 @@
-"""Attacks on the worker kill_all spares (sandboxes/local/idle.py), and on kill_all itself.
+"""Attacks on kill_all (sandboxes/local/sweep.py) and on what pid 1 hands on to the next
+worker (pid1.py): nothing the agent started, left, or set survives into grading.
 
-Each test asserts the secure behaviour: it fails when the attack works. Tests marked
-HOLE failed when written (a real hole); the others document defended attacks."""
+Each test asserts the secure behaviour: it fails when the attack works. Written as
+attacks on a change that spared the worker through kill_all; four worked (a thread
+group whose leader exited alone, a process hopping pids, what the agent set on pid 1,
+a descriptor crucible inherited), and that change was taken back."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import time
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
-from tests.sandboxes.test_local_idle_worker import _nspid, _worker, _wrapper_gone, box
+from tests.helpers.wait import await_until
 
+from crucible.sandboxes import proc
 from crucible.sandboxes.base import SandboxSpec
-from crucible.sandboxes.local import idle
 from crucible.sandboxes.local.provider import LocalProvider, LocalSandbox
 
-__all__ = ["box"]  # the fixture, shared with the idle worker's own tests
+
+@pytest.fixture
+async def box() -> AsyncIterator[LocalSandbox]:
+    p = LocalProvider()
+    await p.preflight()
+    sb = await p.create(
+        SandboxSpec(job_id=f"test-sweep-{uuid.uuid4().hex[:8]}", memory_mb=256, pids_limit=128)
+    )
+    assert isinstance(sb, LocalSandbox)
+    try:
+        yield sb
+    finally:
+        await sb.close()
+        await p.aclose()
+
+
+def _pipe(sb: LocalSandbox) -> os.stat_result:
+    return os.fstat(sb._in_fd)
+
+
+def _is_worker(sb: LocalSandbox, pid: int) -> bool:
+    """pid 1's child with the request pipe on its stdin (or pid 1's fork before it
+    becomes one): nothing the agent starts."""
+    try:
+        st = os.stat(f"/proc/{pid}/fd/0")
+    except OSError:
+        return False
+    pipe = _pipe(sb)
+    return proc.ppid_of(pid) == sb.init_pid and (st.st_dev, st.st_ino) == (
+        pipe.st_dev,
+        pipe.st_ino,
+    )
+
+
+async def _worker(sb: LocalSandbox) -> int:
+    """The worker's host pid (there is one once an exec went through)."""
+    assert (await sb.exec("true", timeout=10)).ok
+    found = [p for p in sb._candidates() if p != sb.init_pid and _is_worker(sb, p)]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _nspid(pid: int) -> int:
+    return proc.nspid_of(pid)[-1]
+
+
+def _alive(sb: LocalSandbox) -> list[int]:
+    return [p for p in sb._candidates() if proc.state_of(p) not in (None, "Z")]
+
+
+def _only_workers_left(sb: LocalSandbox) -> bool:
+    return all(p == sb.init_pid or _is_worker(sb, p) for p in _alive(sb))
+
+
+async def _wrapper_gone(sb: LocalSandbox) -> None:
+    """The last exec's wrapper exits just after its report."""
+    await await_until(lambda: len(_alive(sb)) == 2, "the exec's wrapper to exit")
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        # keeps writing, and forks a new writer for each line
+        "nohup sh -c 'while :; do (echo x >> /tmp/w); done' >/dev/null 2>&1 &",
+        # an orphan of pid 1's own (unreadable) shell, as the worker is
+        "(/.crucible/sh -c 'sleep 300; :' </dev/null >/dev/null 2>&1 &)",
+        # stopped, as a process the sweep must still kill
+        "nohup sleep 300 >/dev/null 2>&1 & kill -STOP $!",
+    ],
+)
+async def test_what_the_agent_left_running_is_swept(box: LocalSandbox, agent: str) -> None:
+    assert (await box.exec(agent, timeout=10)).ok
+    await box.kill_all()
+    assert _only_workers_left(box)
+    assert (await box.exec("echo alive", timeout=10)).stdout == "alive\n"
+
+
+TAMPER = {
+    "rlimit": "prlimit --pid $W --nofile=64:64",
+    "nice": "renice -n 5 -p $W",
+    "policy": 'python3 -c "import os; os.sched_setscheduler($W, os.SCHED_IDLE, os.sched_param(0))"',
+    "affinity": "taskset -p 1 $W",
+    "ioprio": "ionice -c 3 -p $W",
+    "stop": "kill -STOP $W",
+}
+
+
+@pytest.mark.parametrize("how", sorted(TAMPER))
+async def test_a_worker_the_agent_changed_is_killed(box: LocalSandbox, how: str) -> None:
+    if how == "affinity" and len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: no affinity to change")
+    before = await _worker(box)
+    r = await box.exec(f"W={_nspid(before)}; {TAMPER[how]}", timeout=10)
+    assert r.ok, r
+    await _wrapper_gone(box)
+    await box.kill_all()
+    after = await _worker(box)
+    assert after != before and proc.state_of(before) in (None, "Z")
+    # the new worker is pid 1's, as a new one is: what runs next has none of it
+    assert (await box.exec("ulimit -n", timeout=10)).stdout != "64\n"
 
 
 def _live_tasks(sb: LocalSandbox, keep: set[int]) -> dict[int, list[str]]:
@@ -74,18 +176,11 @@ sleep 0.5
 """
 
 
-HOLE = pytest.mark.xfail(strict=True, reason="HOLE: the attack works (see the test's comment)")
-
-
-@HOLE
 @pytest.mark.parametrize("also", ["", "nohup sleep 300 >/dev/null 2>&1 &"])
-async def test_HOLE_a_thread_group_whose_leader_exited_is_killed(
-    box: LocalSandbox, also: str
-) -> None:
-    # HOLE: both the spare check (idle.spare_worker skips pids whose stat says "Z")
-    # and the sweep itself (sweep._kill_all_but_init skips "Z" too) take the exited
-    # leader for a zombie, so the live thread outlives kill_all and runs during grading.
-    # also="": the worker is spared; also=sleeper: the full sweep runs, same result.
+async def test_a_thread_group_whose_leader_exited_is_killed(box: LocalSandbox, also: str) -> None:
+    # The sweep took the exited leader for a zombie ("Z" in its stat) and left it: the
+    # live thread outlived kill_all and ran during grading (sweep._running now looks
+    # at its threads). also: with another process left beside it.
     await _worker(box)
     assert (await box.exec(SURVIVOR + also, timeout=20)).ok
     await asyncio.sleep(0.3)
@@ -183,7 +278,7 @@ async def test_a_util_clamp_or_reset_on_fork_on_the_worker_does_not_reach_gradin
 ) -> None:
     # sched_setattr's util clamp and reset-on-fork are not in /proc/W/stat's policy
     # field. The kernel refuses the agent a util clamp; reset-on-fork it allows (and
-    # the worker is then spared), but it only resets RT policies and negative nice
+    # the worker is then killed anyway), it only resets RT policies and negative nice
     # in children, which the checked policy and nice already rule out: grading's
     # processes get the same priority, nice and policy as from a fresh worker.
     stat = "cut -d' ' -f18,19,40,41 /proc/self/stat"
@@ -198,25 +293,41 @@ async def test_a_util_clamp_or_reset_on_fork_on_the_worker_does_not_reach_gradin
 
 
 PID1 = {
-    "nofile": ("prlimit --pid 1 --nofile=64:64", "ulimit -n", "64"),
+    "nofile": ("prlimit --pid 1 --nofile=64:", "ulimit -n", "64"),
     "nice": ("renice -n 7 -p 1 >/dev/null", "cut -d' ' -f19 /proc/self/stat", "7"),
     "nice-user": ("renice -n 7 -u 0 >/dev/null", "cut -d' ' -f19 /proc/self/stat", "7"),
     "ionice-user": ("ionice -c 3 -u 0", "ionice", "idle"),
     "nice-pgrp": ("renice -n 7 -g 1 >/dev/null", "cut -d' ' -f19 /proc/self/stat", "7"),
-    "fsize": ("prlimit --pid 1 --fsize=4096:4096", "ulimit -f", "8"),
+    "fsize": ("prlimit --pid 1 --fsize=4096:", "ulimit -f", "8"),
+    "fsize-hard": ("prlimit --pid 1 --fsize=4096:4096", "ulimit -f", "8"),
 }
 
 
-@HOLE
-@pytest.mark.parametrize("what", sorted(PID1))
-async def test_HOLE_grading_has_none_of_what_the_agent_set_on_pid1(
-    box: LocalSandbox, what: str
-) -> None:
-    # HOLE (not new with idle.py): pid 1's rlimits, nice, I/O priority are the agent's
+# A hard limit the agent lowered on pid 1 is raised again only with CAP_SYS_RESOURCE,
+# which root lacks on some hosts (this project's VMs): there it stays lowered, and what
+# it breaks in grading is a counted verifier_failed of the attempt (blame.py).
+def _has_cap_sys_resource() -> bool:
+    with open("/proc/self/status") as f:
+        eff = next(ln for ln in f if ln.startswith("CapEff:")).split()[1]
+    return bool(int(eff, 16) >> 24 & 1)  # CAP_SYS_RESOURCE is capability 24
+
+
+NO_RAISE = pytest.mark.xfail(
+    not _has_cap_sys_resource(),
+    reason="no CAP_SYS_RESOURCE: a lowered hard limit of pid 1 cannot be raised",
+    strict=True,
+)
+
+
+@pytest.mark.parametrize(
+    "what", [pytest.param(w, marks=NO_RAISE) if w.endswith("-hard") else w for w in sorted(PID1)]
+)
+async def test_grading_has_none_of_what_the_agent_set_on_pid1(box: LocalSandbox, what: str) -> None:
+    # pid 1's rlimits, nice, I/O priority are the agent's
     # to change (same uid, prlimit/setpriority/ioprio_set check no dumpability); the
     # agent then kills the worker (or leaves anything behind so kill_all sweeps), and
     # every worker pid 1 starts from then on, the one grading runs in included,
-    # inherits them. The spare check only protects the worker it spares.
+    # inherits them, unless the sweep puts them back (pid1.py).
     tamper, probe, bad = PID1[what]
     await _worker(box)
     r = await box.exec(f"{tamper} && kill -9 $$", timeout=10)  # $$: the worker
@@ -238,15 +349,14 @@ async def test_a_queued_realtime_signal_only_replaces_the_worker(box: LocalSandb
 
 async def test_no_nested_namespace_to_hide_from_the_sweep(box: LocalSandbox) -> None:
     # without cgroups the sweep lists only pid 1's own pid namespace (a process in
-    # a nested one would be invisible to it and to the spare check); creating one
+    # a nested one would be invisible to it); creating one
     # needs a nested user namespace, which the sandbox refuses
     r = await box.exec("unshare -Urpf true", timeout=10)
     assert r.exit_code != 0, r
 
 
-@HOLE
-async def test_HOLE_an_fd_crucible_inherited_does_not_reach_the_sandbox() -> None:
-    # HOLE (not new with idle.py): LocalSandbox._spawn uses posix_spawn with no
+async def test_an_fd_crucible_inherited_does_not_reach_the_sandbox() -> None:
+    # LocalSandbox._spawn uses posix_spawn with no
     # close-range, and nothing on the way (hostuid.spawn, bwrap) closes inherited
     # fds: every inheritable fd crucible's own parent left it (a CI log pipe, a
     # `3>file` redirect, a lock) is open in pid 1, the worker and every agent
@@ -256,7 +366,7 @@ async def test_HOLE_an_fd_crucible_inherited_does_not_reach_the_sandbox() -> Non
     p = LocalProvider()
     await p.preflight()
     sb = await p.create(
-        SandboxSpec(job_id=f"test-idle-fd-{uuid.uuid4().hex[:8]}", memory_mb=256, pids_limit=128)
+        SandboxSpec(job_id=f"test-sweep-fd-{uuid.uuid4().hex[:8]}", memory_mb=256, pids_limit=128)
     )
     try:
         assert isinstance(sb, LocalSandbox)
@@ -278,32 +388,28 @@ HOPPER = (
 )
 
 
-@HOLE
-async def test_HOLE_a_process_that_hops_to_a_new_pid_is_never_taken_for_gone(
+async def test_a_process_that_hops_to_a_new_pid_does_not_outlive_kill_all(
     box: LocalSandbox,
 ) -> None:
-    # HOLE: spare_worker lists the cgroup, then reads each pid's stat; a pid that is
-    # gone (or a zombie) by then is skipped, but its child, forked after the listing,
-    # is not in it: the worker is spared and the child lives on. Here about 1% of
-    # checks spare the worker while the hopper runs; through the real kill_all it
-    # survived once in 200 trials (0.5%).
-    await _worker(box)
-    assert (await box.exec(HOPPER, timeout=10)).ok
-    pipe = os.fstat(box._in_fd)
-    spared = 0
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and not spared:
-        spared += idle.spare_worker(box._candidates(), box.init_pid, pipe, box._inherited)
-    assert not spared, "spared the worker while the agent's process ran"
-    await box.kill_all()
+    # A process that forks and exits over and over is always gone when read, its child
+    # never listed: a check that skipped what it found gone once let it live on (about
+    # 1 in 200 sweeps). The sweep stops what it lists before killing, round after round.
+    for _ in range(5):
+        assert (await box.exec(HOPPER, timeout=10)).ok
+        await box.kill_all()
+        left = {p: t for p, t in _live_tasks(box, {box.init_pid}).items() if _comm(p) == "perl"}
+        assert not left, f"the hopper outlived kill_all: {left}"
 
 
-@HOLE
-@pytest.mark.parametrize("limit", ["--nofile=3:3", "--nproc=1:1", "--cpu=0:0", "--as=10000000"])
-async def test_HOLE_the_agent_cannot_break_every_later_exec_through_pid1(
+@pytest.mark.parametrize(
+    "limit",
+    ["--nofile=3:", "--nproc=1:", "--cpu=0:", "--as=10000000:"]
+    + [pytest.param(x, marks=NO_RAISE) for x in ("--nofile=3:3", "--cpu=0:0")],
+)
+async def test_the_agent_cannot_break_every_later_exec_through_pid1(
     box: LocalSandbox, limit: str
 ) -> None:
-    # HOLE (not new with idle.py), the worst of pid 1's rlimits: the agent sets one on
+    # The worst of pid 1's rlimits: the agent sets one on
     # pid 1 and kills the worker; every worker pid 1 starts from then on is broken, and
     # grading's every exec hangs to its timeout (nofile, nproc: exit 124), is killed at
     # once (cpu: 137, which reads as a kill by the OOM killer) or cannot load libc (as:
