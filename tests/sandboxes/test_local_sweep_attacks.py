@@ -8,7 +8,6 @@ a descriptor crucible inherited), and that change was taken back."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -159,20 +158,21 @@ def _comm(pid: int) -> str:
 # cgroup.procs under the leader's pid. The thread keeps writing a counter.
 SURVIVOR = r"""
 cat > /tmp/s.py <<'P'
-import ctypes, platform, threading, time
+import ctypes, os, platform, threading, time
 def loop():
     n = 0
     while True:
         n += 1
         with open("/tmp/alive", "w") as f:
             f.write(str(n))
-        time.sleep(0.02)
+        time.sleep(0.02)  # timing-ok: the agent's own pace, inside the sandbox
 threading.Thread(target=loop).start()
-time.sleep(0.2)
+while not os.path.exists("/tmp/alive"):
+    pass
 ctypes.CDLL(None).syscall({"x86_64": 60, "aarch64": 93}[platform.machine()], 0)
 P
 nohup python3 /tmp/s.py </dev/null >/dev/null 2>&1 &
-sleep 0.5
+until grep -q '^State:.*Z' /proc/$!/status 2>/dev/null; do :; done
 """
 
 
@@ -183,14 +183,13 @@ async def test_a_thread_group_whose_leader_exited_is_killed(box: LocalSandbox, a
     # at its threads). also: with another process left beside it.
     await _worker(box)
     assert (await box.exec(SURVIVOR + also, timeout=20)).ok
-    await asyncio.sleep(0.3)
+
+    def survivors() -> dict[int, list[str]]:
+        return {p: t for p, t in _live_tasks(box, {box.init_pid}).items() if _comm(p) == "python3"}
+
+    assert survivors(), "the attack did not set up: no thread runs under an exited leader"
     await box.kill_all()
-    first = (await box.exec("cat /tmp/alive", timeout=10)).stdout
-    await asyncio.sleep(0.3)
-    second = (await box.exec("cat /tmp/alive", timeout=10)).stdout
-    left = {p: t for p, t in _live_tasks(box, {box.init_pid}).items() if _comm(p) == "python3"}
-    assert not left, f"an agent thread outlived kill_all: {left}"
-    assert first == second, "the agent's thread kept writing during grading"
+    assert not survivors(), f"an agent thread outlived kill_all: {survivors()}"
 
 
 PEEK = r"""
@@ -384,7 +383,7 @@ async def test_an_fd_crucible_inherited_does_not_reach_the_sandbox() -> None:
 HOPPER = (
     "nohup perl -e 'while (1) { my $p = fork; exit 0 if $p;"
     " select(undef, undef, undef, 0.001) unless defined $p }'"
-    " </dev/null >/dev/null 2>&1 & sleep 0.2"
+    " </dev/null >/dev/null 2>&1 &"
 )
 
 
