@@ -161,9 +161,7 @@ def acting_as(owner: Owner) -> Iterator[None]:
     """This thread acts as `owner` (real and effective uid and gid) where we are root and
     can switch one thread: what the kernel allows a process of the same uid (another's
     rlimits) without a capability root may lack here (CAP_SYS_RESOURCE)."""
-    if os.geteuid() != 0 or (os.geteuid(), os.getegid()) == owner:
-        yield
-    elif platform.machine() in _SYSCALLS:
+    if os.geteuid() == 0 and (0, os.getegid()) != owner and platform.machine() in _SYSCALLS:
         with _thread_credentials(owner):
             yield
     else:

@@ -17,18 +17,20 @@ error. nice, I/O priority, affinity and policy are put back as root (CAP_SYS_NIC
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import functools
 import os
 import platform
 import resource
 from dataclasses import dataclass
 
 from crucible.sandboxes.local.hostuid import Owner, acting_as
+from crucible.sandboxes.local.hostuid import _libc as hostuid_libc
 
 # ioprio_get / ioprio_set syscall numbers
 _IOPRIO = {"x86_64": (252, 251), "aarch64": (31, 30)}.get(platform.machine())
 _WHO_PROCESS = 1
-_LIMITS = tuple(getattr(resource, n) for n in sorted(dir(resource)) if n.startswith("RLIMIT_"))
+# each once (RLIMIT_OFILE is RLIMIT_NOFILE under another name)
+_LIMITS = tuple(sorted({getattr(resource, n) for n in dir(resource) if n.startswith("RLIMIT_")}))
 
 
 @dataclass(frozen=True)
@@ -91,22 +93,16 @@ class Settings:
                 os.sched_setscheduler(pid, self.policy, os.sched_param(self.priority))
 
 
-_LIBC: list[ctypes.CDLL] = []
-
-
-def _libc() -> ctypes.CDLL:
-    if not _LIBC:
-        _LIBC.append(ctypes.CDLL(None, use_errno=True))
-    return _LIBC[0]
+_LIBC = functools.cache(hostuid_libc)
 
 
 def _ioprio_get(pid: int) -> int | None:
     if _IOPRIO is None:
         return None
-    got = int(_libc().syscall(_IOPRIO[0], _WHO_PROCESS, pid))
+    got = int(_LIBC().syscall(_IOPRIO[0], _WHO_PROCESS, pid))
     return got if got >= 0 else None
 
 
 def _ioprio_set(pid: int, value: int) -> None:
     if _IOPRIO is not None:
-        _libc().syscall(_IOPRIO[1], _WHO_PROCESS, pid, value)
+        _LIBC().syscall(_IOPRIO[1], _WHO_PROCESS, pid, value)
