@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tests.helpers.attack_tasks import HONEST_TEST, attack_task, attack_trial
 
+from crucible.sandboxes.base import Sandbox
 from crucible.verifiers.script import SYSTEM_PATH
 
 PROBE = "cat /app/probe 2>/dev/null; "
@@ -133,23 +134,29 @@ async def test_path_keeps_the_images_toolchains_but_not_where_the_agent_writes(
     assert r.graded and r.reward == 0.0
 
 
+async def _plant_site_link(box: Sandbox, home: str) -> None:
+    """As an agent would: a link at the grading HOME's site folder, to a folder of its
+    own; then the agent's processes are gone, as before grading."""
+    from crucible.verifiers.script import TAIL_SITE
+
+    planted = await box.exec(f"mkdir /tmp/elsewhere && ln -s /tmp/elsewhere {home}{TAIL_SITE}")
+    assert planted.exit_code == 0, planted.stderr
+    await box.kill_all()
+
+
 async def test_a_site_folder_planted_beside_home_stops_the_grading() -> None:
     """The root prelude makes HOME and its site folder in one mkdir: a symlink the
     agent planted at the site's name (had it guessed HOME) fails the grading before
     test.sh runs, and nothing is written through it."""
     from crucible.sandboxes.base import SandboxSpec
     from crucible.sandboxes.local.provider import LocalProvider
-    from crucible.verifiers.script import PRELUDE_FAILED, TAIL_SITE, grading_script
+    from crucible.verifiers.script import PRELUDE_FAILED, grading_script
 
     home = "/tmp/.crucible-home-planted"
     provider = LocalProvider(userland="host")
     try:
         async with await provider.create(SandboxSpec(job_id="test-site-plant")) as box:
-            planted = await box.exec(
-                f"mkdir /tmp/elsewhere && ln -s /tmp/elsewhere {home}{TAIL_SITE}"
-            )
-            assert planted.exit_code == 0, planted.stderr
-            await box.kill_all()
+            await _plant_site_link(box, home)
             script = grading_script(home=home, workdir="/", tests="/nonexistent")
             r = await box.exec(script, timeout=60, cwd="/")
             assert r.exit_code == PRELUDE_FAILED, (r.exit_code, r.stderr)
@@ -177,11 +184,7 @@ async def test_home_made_from_the_host_is_the_preludes_and_never_follows_a_link(
     provider = LocalProvider(userland="host")
     try:
         async with await provider.create(SandboxSpec(job_id="test-host-home")) as box:
-            planted = await box.exec(
-                f"mkdir /tmp/elsewhere && ln -s /tmp/elsewhere {planted_home}{TAIL_SITE}"
-            )
-            assert planted.exit_code == 0, planted.stderr
-            await box.kill_all()
+            await _plant_site_link(box, planted_home)
             assert await home_from_host(box, home)
             site = f"{home}{TAIL_SITE}"
             r = await box.exec(f"stat -c '%a %u %F' {home} {site}; ls -A {home} | wc -l")
