@@ -96,6 +96,26 @@ async def test_what_the_agent_left_running_is_swept(box: LocalSandbox, agent: st
     assert (await box.exec("echo alive", timeout=10)).stdout == "alive\n"
 
 
+async def test_after_a_sweep_nothing_runs_until_the_next_exec(box: LocalSandbox) -> None:
+    # kill_all leaves pid 1 stopped (parked, sweep.py): no worker waits for a request,
+    # nothing the agent left can be restarted, and the trial's last sweep (before
+    # /logs/verifier is collected) is followed by nothing at all. The next exec lets it go.
+    marker = "/tmp/ran-after-the-sweep"
+    agent = f"echo start > {marker}; (while :; do echo more >> {marker}; done) >/dev/null 2>&1 &"
+    assert (await box.exec(agent, timeout=10)).ok
+    await box.kill_all()
+    assert proc.state_of(box.init_pid) == "T"
+    assert _alive(box) == [box.init_pid], _alive(box)
+    await box.write_file(f"{marker}.seen", b"")  # host-side file work needs no worker
+    assert await box.alive()
+    await box.kill_all()  # nothing ran since: a no-op, still parked
+    assert proc.state_of(box.init_pid) == "T"
+    before = await box.read_file(marker)
+    r = await box.exec(f"cat {marker}", timeout=10)
+    assert r.ok and r.stdout.encode() == before  # the writer never ran again
+    assert proc.state_of(box.init_pid) != "T"
+
+
 TAMPER = {
     "rlimit": "prlimit --pid $W --nofile=64:64",
     "nice": "renice -n 5 -p $W",

@@ -154,6 +154,7 @@ class LocalExecs(Sweep):
     ) -> tuple[int, bytes, bytes, bool, bool, str]:
         """Run `script` through the server. Returns (rc, out, err, timed_out, truncated, note)."""
         self._check()
+        self._unpark()  # pid 1 starts the worker that takes this request (sweep.py)
         self._exec_seq += 1  # before the request exists: a sweep racing it sweeps again
         xid = secrets.token_hex(8)
         dfd = self.slot.ctl_fd

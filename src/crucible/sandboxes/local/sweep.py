@@ -3,11 +3,14 @@
 pid 1 is stopped (only the host can stop it) while every other process in the
 sandbox's cgroup (or, without cgroups, its pid namespace) is stopped, then killed,
 round after round until none is left: a fork bomb cannot outrun it, and pid 1
-cannot start a new worker until the sweep is done. Killed processes are waited
+cannot start a new worker until the sweep is done. It stays stopped (parked) until the
+next exec: nothing at all runs in the sandbox between a sweep and the next exec, and the
+sweep that ends a trial costs no new worker. Killed processes are waited
 for on pidfds, not polled. A thread group whose leader exited alone reads "Z" while its
 other threads run: it is killed like any process. What the agent set on pid 1 (rlimits,
-nice, I/O priority, affinity, policy: pid1.py) is put back while pid 1 is stopped, so
-the worker it starts next (the grading's) has none of it.
+nice, I/O priority, affinity, policy: pid1.py) is put back while pid 1 is still stopped,
+before the next exec lets it go on, so the worker it starts then (the grading's) has none
+of it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Sweep:
     # only way a process starts in the sandbox, so with none since, a sweep is a no-op.
     _exec_seq: int = 0
     _swept_at: int = -1
+    _parked = False  # pid 1 left stopped by the last sweep, until an exec needs it
 
     def _check(self) -> None:
         if self._closed or self._lost:
@@ -53,18 +57,32 @@ class Sweep:
         self._check()
         seq = self._exec_seq
         if seq == self._swept_at:  # nothing ran since the last sweep (ends the agent
-            return  # phase, then grading's own kill_all): the worker is spared
+            return  # phase, then grading's own kill_all): pid 1 is still parked
         # pid 1 stays stopped while we sweep (only the host can stop it), so it
-        # cannot start a new worker until everything else is gone.
+        # cannot start a new worker until everything else is gone; and after, until
+        # the next exec needs one (_unpark). A trial's last sweep (before /logs/verifier
+        # is collected) is then never followed by a worker nobody uses.
         self._signal_init(signal.SIGSTOP)
+        self._parked = True
         try:
             await self._kill_all_but_init()
+        except BaseException:
+            self._unpark()
+            raise
+        self._check()  # the server itself survived (it always should: it is pid 1)
+        self._swept_at = seq
+
+    def _unpark(self) -> None:
+        """Before an exec: what the agent set on pid 1 put back while it is still
+        stopped (so the worker it starts next has none of it), then pid 1 let go on."""
+        if not self._parked:
+            return
+        self._parked = False
+        try:
             if self._pid1 is not None:
                 self._pid1.restore(self.init_pid)
         finally:
             self._signal_init(signal.SIGCONT)
-        self._check()  # the server itself survived (it always should: it is pid 1)
-        self._swept_at = seq
 
     def _signal_init(self, sig: int) -> None:
         if self._init_fd >= 0:
