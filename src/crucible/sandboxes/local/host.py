@@ -17,7 +17,7 @@ from crucible.sandboxes.local.pool import SlotPool
 
 @dataclass(frozen=True)
 class SandboxHost:
-    bash: str  # the host's bash, the sandbox's pid 1 when the slot has no init
+    sh: str  # the host's dash (init.find_sh): the sandbox's pid 1 when the slot has no init
     pool: SlotPool  # the sandbox's slot goes back here on close
     live: weakref.WeakSet[Any]  # the provider's open sandboxes, closed at shutdown
     etc_dir: Callable[[bool], Path]  # the /etc to mount, by network access

@@ -319,10 +319,7 @@ class ImageMode:
         return GRADE if (self.kit / "grade").is_dir() else None
 
     def init_command(self) -> list[str]:
-        return kit_command("bash")
-
-    def worker_command(self) -> str:
-        return " ".join(kit_command("sh"))
+        return kit_command("sh")  # pid 1 and, by fork, its worker (init.py)
 
     def entrypoint_script(self) -> str | None:
         """Start the image's ENTRYPOINT in the background, as Harbor's compose file does."""

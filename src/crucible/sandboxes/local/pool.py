@@ -34,7 +34,7 @@ from crucible.sandboxes import proc
 from crucible.sandboxes.base import SandboxSpec
 from crucible.sandboxes.local import hostuid
 from crucible.sandboxes.local.cgroups import CgroupSupport, SandboxCgroup, remove_paths
-from crucible.sandboxes.local.init import INIT_NAME, WORKER_NAME
+from crucible.sandboxes.local.init import INIT_NAME
 from crucible.sandboxes.local.usernet import UserNet
 
 MARKER = "crucible-sandbox:"  # argv[0] of a sandbox's bwrap process, then the slot name
@@ -72,7 +72,6 @@ class Slot:
         self.ctl_fd = os.open(ctl, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.cgroup = cgroup
         self.has_init = False
-        self.has_worker = False
         self.net: UserNet | None = None  # as root: the netns its sandboxes with network share
 
     async def network(self) -> UserNet:
@@ -133,10 +132,10 @@ def remove_slots(slots: dict[str, Slot]) -> None:
 class SlotPool:
     """A provider's slots: idle ones per job, and every one made, by name."""
 
-    def __init__(self, fast_dir: Path, cgroups: CgroupSupport, bash: str) -> None:
+    def __init__(self, fast_dir: Path, cgroups: CgroupSupport, sh: str) -> None:
         self.fast_dir = fast_dir
         self.cgroups = cgroups
-        self.bash = bash
+        self.sh = sh  # pid 1's shell (init.find_sh), copied unreadable into each slot
         self._unreadable: dict[str, str] = {}  # host binary -> its 0111 copy in fast_dir
         self._token = secrets.token_hex(3)
         self._slot_seq = 0
@@ -164,10 +163,7 @@ class SlotPool:
             cg = SandboxCgroup(self.cgroups, name) if self.cgroups.usable else None
             slot = Slot(name, ctl, cg, hostuid.slot_owner(self._slot_seq))
             self.slots[name] = slot
-            slot.has_init = self.link_unreadable(slot, self.bash, INIT_NAME)
-            slot.has_worker = slot.has_init and self.link_unreadable(
-                slot, os.path.realpath("/bin/sh"), WORKER_NAME
-            )
+            slot.has_init = self.link_unreadable(slot, self.sh, INIT_NAME)
             if cg is not None:
                 try:
                     cg.create(memory_mb=spec.memory_mb, pids=spec.pids_limit, cpus=spec.cpus)
@@ -186,8 +182,6 @@ class SlotPool:
 
     def link_unreadable(self, slot: Slot, binary: str, name: str) -> bool:
         """Hard-link an unreadable (mode 0111) copy of `binary` into the slot's control dir."""
-        if binary == "/bin/sh" and name == INIT_NAME:
-            return False
         try:
             copy = self._unreadable.get(binary)
             if copy is None:
@@ -224,7 +218,7 @@ class SlotPool:
             self.drop(slot)
             return
         for name in os.listdir(slot.ctl_fd):  # a failed start can leave files behind
-            if name not in (INIT_NAME, WORKER_NAME):
+            if name != INIT_NAME:
                 with contextlib.suppress(OSError):
                     os.unlink(name, dir_fd=slot.ctl_fd)
         self._free.setdefault(slot.name.rsplit(".", 1)[0], []).append(slot)

@@ -37,7 +37,7 @@ from crucible.sandboxes.local.cgroups import CgroupSupport, detect
 from crucible.sandboxes.local.gpus import gpu_count, gpu_devices
 from crucible.sandboxes.local.host import SandboxHost
 from crucible.sandboxes.local.imagemode import remove_layers
-from crucible.sandboxes.local.init import find_bash
+from crucible.sandboxes.local.init import find_bash, find_sh
 from crucible.sandboxes.local.pool import (
     SlotPool,
     default_fast_dir,
@@ -97,7 +97,8 @@ class LocalProvider(Provider):
         self._caps: ProviderCapabilities | None = None
         self._preflight_ok = False
         self._etc: dict[bool, Path] = {}
-        self.pool = SlotPool(self.fast_dir, self.cgroups, self.bash)
+        self.sh = find_sh()
+        self.pool = SlotPool(self.fast_dir, self.cgroups, self.sh)
         self._live: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
         # Holds the slots dict, not the provider: collecting the provider, or exiting,
         # removes what its pool left (live sandboxes keep their provider alive).
@@ -229,7 +230,7 @@ class LocalProvider(Provider):
                 f"could not prepare the sandbox's control dir or cgroups: {exc}"
             ) from exc
         image = await self.images.mode(rootfs, Path(slot.ctl + ".ovl")) if rootfs else None
-        host = SandboxHost(self.bash, self.pool, self._live, self.etc_dir, self.bwrap)
+        host = SandboxHost(self.sh, self.pool, self._live, self.etc_dir, self.bwrap)
         sandbox = LocalSandbox(host, spec, slot, image)
         try:
             await sandbox.start()

@@ -35,7 +35,14 @@ from crucible.sandboxes.local.files import MOUNTED, LocalFiles
 from crucible.sandboxes.local.gpus import gpu_devices
 from crucible.sandboxes.local.grading import LocalGrading
 from crucible.sandboxes.local.host import SandboxHost
-from crucible.sandboxes.local.init import CTL, INIT_NAME, WORKER_NAME, server_script
+from crucible.sandboxes.local.init import (
+    CTL,
+    INFO_FD,
+    INIT_NAME,
+    INNER_FDS,
+    JOIN_FDS,
+    server_script,
+)
 from crucible.sandboxes.local.oneshot.mem import children
 from crucible.sandboxes.local.pool import MARKER, Slot
 from crucible.sandboxes.local.usernet import UserNet
@@ -106,7 +113,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
 
     # ---- lifecycle ---------------------------------------------------------
 
-    def _argv(self, info_fd: int, join_fds: list[int], inner_fds: list[int]) -> list[str]:
+    def _argv(self, n_join: int, n_inner: int) -> list[str]:
         spec, p = self.spec, self.host
         parts = self.workdir.split("/")[1:2]
         if (
@@ -128,7 +135,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
             etc_dir=p.etc_dir(spec.network == "public"),
             network=spec.network == "public",
             gpu_devices=gpu_devices() if spec.gpus > 0 else [],
-            info_fd=info_fd,
+            info_fd=INFO_FD,
             ro_binds={CTL: self.ctl},
             mounts=mounts,
             dirs=dirs,
@@ -136,52 +143,50 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
             size=size * 1024 * 1024 if size else None,
             share_net=self._netns_fd >= 0,
         )
-        init = [f"{CTL}/{INIT_NAME}" if self.slot.has_init else p.bash]
-        worker = f"{CTL}/{WORKER_NAME}" if self.slot.has_worker else None
+        init = [f"{CTL}/{INIT_NAME}" if self.slot.has_init else p.sh]
         bwrap = p.bwrap()
         if self.image is not None:  # image mode: overlay root, the host's shells from a kit
             from crucible.sandboxes.local.imagemode import overlay_bwrap
 
             layout = self.image.adapt(layout, layout.etc_dir)
-            init, worker, bwrap = (
-                self.image.init_command(),
-                self.image.worker_command(),
-                overlay_bwrap(),
-            )
+            init, bwrap = self.image.init_command(), overlay_bwrap()
         rlimits = None if self.cgroup is not None else (spec.memory_mb * 1024, spec.pids_limit)
-        script = server_script(join_fds, inner_fds, worker, rlimits)
+        script = server_script(JOIN_FDS[:n_join], INNER_FDS[:n_inner], rlimits)
         return build_argv(bwrap, layout, self.base_env, [*init, "-c", script])
 
     async def start(self) -> None:
         if self.spec.network == "public" and hostuid.privileged():
             self._netns_fd = (await self.slot.network()).net_fd  # pool.Slot.network
         rfd, wfd = os.pipe()
-        join_fds: list[int] = []
-        inner_fds: list[int] = []
+        # What bwrap and pid 1 are handed, each dup2'd by posix_spawn to its own single
+        # digit (init.py): first put above 9, so that no dup2 clobbers another's source.
+        handed: list[int] = [_above_nine(wfd)]
+        n_join = n_inner = 0
         try:
             if self.cgroup is not None:
                 for path in self.cgroup.self_join_files():
-                    join_fds.append(os.open(path, os.O_WRONLY | os.O_CLOEXEC))
+                    handed.append(_above_nine(os.open(path, os.O_WRONLY | os.O_CLOEXEC)))
+                    n_join += 1
                 for path in self.cgroup.inner_join_files():
-                    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-                    # above init.INNER_FDS, so that moving one there never clobbers another
-                    inner_fds.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10))
-                    os.close(fd)
-            argv = self._argv(wfd, join_fds, inner_fds)
+                    handed.append(_above_nine(os.open(path, os.O_WRONLY | os.O_CLOEXEC)))
+                    n_inner += 1
+            if n_join > len(JOIN_FDS) or n_inner > len(INNER_FDS):
+                raise SandboxFailed("too many cgroups to hand to the sandbox's pid 1")
+            argv = self._argv(n_join, n_inner)
         except BaseException:
-            for fd in (rfd, wfd, *join_fds, *inner_fds):
+            for fd in (rfd, *handed):
                 os.close(fd)
             raise
-        join_fds += inner_fds
+        targets = [INFO_FD, *JOIN_FDS[:n_join], *INNER_FDS[:n_inner]]
         try:
-            self._spawn(argv, [wfd, *join_fds])
+            self._spawn(argv, list(zip(handed, targets, strict=True)))
         except OSError as exc:
             os.close(rfd)
             raise SandboxFailed(
                 f"could not start bwrap: {exc}", hint="run `crucible doctor`"
             ) from exc
         finally:
-            for fd in (wfd, *join_fds):
+            for fd in handed:
                 os.close(fd)
         self._loop.add_reader(self._out_fd, self._on_server_output)
         self._reading = True
@@ -251,16 +256,16 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         # Host mode: PATH is the host's read-only /usr, crucible's own tools already.
         return None if self.image is None else self.image.grading_kit()
 
-    def _spawn(self, argv: list[str], pass_fds: list[int]) -> None:
+    def _spawn(self, argv: list[str], handed: list[tuple[int, int]]) -> None:
+        """bwrap, with stdin, stdout, stderr and each (fd, target) of `handed` dup2'd
+        into place: nothing else of ours is inherited."""
         # posix_spawn (vfork+exec), not subprocess or asyncio's child watcher: a
         # few hundred microseconds less per sandbox, and no thread. We reap
         # through a pidfd (see _reap).
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err = self.slot.open_errlog()
-        hostuid.no_stray_fds(set(pass_fds))
-        for fd in pass_fds:  # closed right after the spawn; asyncio spawns nothing meanwhile
-            os.set_inheritable(fd, True)
+        hostuid.no_stray_fds()
         net = netlink.entered(self._netns_fd) if self._netns_fd >= 0 else contextlib.nullcontext()
         try:
             with net:  # born in its slot's namespace, if it has one
@@ -272,6 +277,7 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
                         (os.POSIX_SPAWN_DUP2, in_r, 0),
                         (os.POSIX_SPAWN_DUP2, out_w, 1),
                         (os.POSIX_SPAWN_DUP2, err, 2),
+                        *((os.POSIX_SPAWN_DUP2, fd, to) for fd, to in handed),
                     ],
                 )
         except BaseException:
@@ -390,6 +396,16 @@ def writable_layout(workdir: str, home: str) -> tuple[list[str], list[str]]:
         if d.startswith("/") and d not in mounts and "/" + d.split("/")[1] in mounts
     ]
     return mounts, dirs
+
+
+def _above_nine(fd: int) -> int:
+    """`fd` moved above 9 (close-on-exec), where no dup2 of _spawn's lands."""
+    if fd > 9:
+        return fd
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    finally:
+        os.close(fd)
 
 
 def _write_proc(path: str, data: bytes) -> None:

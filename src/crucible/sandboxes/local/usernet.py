@@ -166,7 +166,7 @@ class UserNet:
         self._err = os.memfd_create("slirp4netns-stderr", os.MFD_CLOEXEC)
         child = [exit_r, ready_w, devnull]
         try:
-            hostuid.no_stray_fds({net_fd, user_fd, exit_r, ready_w})
+            hostuid.no_stray_fds(frozenset({net_fd, user_fd, exit_r, ready_w}))
             for fd in (net_fd, user_fd, exit_r, ready_w):
                 if fd >= 0:
                     os.set_inheritable(fd, True)
