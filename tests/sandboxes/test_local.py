@@ -420,3 +420,12 @@ async def test_rlimit_fallback(tmp_path: Path) -> None:
         r = await box.exec("python3 -c 'b = bytearray(700 * 1024 * 1024)'", timeout=30)
         assert r.exit_code != 0 and "MemoryError" in r.stderr
         assert (await box.exec("echo ok", timeout=10)).ok
+
+
+async def test_an_exec_starts_with_sigpipe_and_sigxfsz_at_their_defaults(sb: LocalSandbox) -> None:
+    # Python ignores both; an ignored signal survives exec, so bwrap is spawned with them
+    # reset (hostuid.spawn): else `producer | head` would never end a producer by SIGPIPE
+    r = await sb.exec("awk '/^SigIgn/ {print $2}' /proc/self/status", timeout=10)
+    ignored = int(r.stdout.strip(), 16)
+    assert not ignored & (1 << (13 - 1)), r.stdout  # SIGPIPE
+    assert not ignored & (1 << (25 - 1)), r.stdout  # SIGXFSZ

@@ -9,6 +9,7 @@ the sandbox's pid 1, which nothing inside can kill.
 
 from __future__ import annotations
 
+import os
 import select
 
 from crucible.sandboxes import proc
@@ -24,6 +25,7 @@ class LocalGrading:
     host_owner: tuple[int, int]
     init_pid: int
     _init_fd: int
+    _pidfd: int  # bwrap's
     _lost: str | None
     _closed: bool
 
@@ -52,6 +54,25 @@ class LocalGrading:
         except hostfs.Unsafe:
             return False  # a link on the way: the exec makes it, in the sandbox's view
         return True
+
+    async def ended_by_contents(self) -> str | None:
+        """pid 1 ended while crucible had not closed the sandbox: only what runs inside
+        ends it (nothing inside can signal it, but a process of its uid can prlimit it:
+        `--nproc=0` makes its next fork of a worker fail and dash exit, a hard `--cpu` has
+        the kernel kill it). bwrap (ours, waited on through a pidfd) then exits with pid
+        1's status; bwrap itself killed from outside is a loss of the host's: None."""
+        if self._closed or self._pidfd < 0 or await self.alive():
+            return None
+        try:
+            flags = os.WEXITED | os.WNOHANG | os.WNOWAIT  # a look: _reap still reaps it
+            info = os.waitid(os.P_PIDFD, self._pidfd, flags)  # noqa: ASYNC222 (WNOHANG)
+        except OSError:
+            return None
+        if info is None or info.si_code != os.CLD_EXITED:
+            return None
+        code = info.si_status
+        how = f"killed by signal {code - 128}" if code > 128 else f"exited with status {code}"
+        return f"its pid 1 {how} (a limit set on it from inside)"
 
     async def alive(self) -> bool:
         if self._closed or self._lost or not self.init_pid:

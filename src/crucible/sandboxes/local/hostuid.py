@@ -34,7 +34,9 @@ import functools
 import os
 import platform
 import shutil
+import signal
 from collections.abc import Iterator
+from typing import Any
 
 # Host uids/gids for sandboxes when crucible runs as root: inside systemd's
 # container range (524288-1879048191), far above login users and the usual
@@ -214,14 +216,20 @@ def spawn(
     file_actions: list[tuple[int, int, int]] | None = None,
 ) -> int:
     """posix_spawn `path` as `owner` (plainly when we are not root). Returns its pid."""
+    # Python ignores SIGPIPE and SIGXFSZ; ignored signals survive exec, so without this
+    # every process of a sandbox would too (`yes | head` then never ends by SIGPIPE).
+    opts: dict[str, Any] = {
+        "file_actions": file_actions or [],
+        "setsigdef": (signal.SIGPIPE, signal.SIGXFSZ),
+    }
     if (os.geteuid(), os.getegid()) == owner:
-        return os.posix_spawn(path, argv, {}, file_actions=file_actions or [])
+        return os.posix_spawn(path, argv, {}, **opts)
     if platform.machine() in _SYSCALLS:
         with _thread_credentials(owner):
-            return os.posix_spawn(path, argv, {}, file_actions=file_actions or [])
+            return os.posix_spawn(path, argv, {}, **opts)
     setpriv = shutil.which("setpriv") or "setpriv"
     wrap = [setpriv, "--reuid", str(owner[0]), "--regid", str(owner[1]), "--clear-groups", "--"]
-    return os.posix_spawn(setpriv, [*wrap, path, *argv[1:]], {}, file_actions=file_actions or [])
+    return os.posix_spawn(setpriv, [*wrap, path, *argv[1:]], {}, **opts)
 
 
 @contextlib.contextmanager

@@ -76,13 +76,17 @@ while read -r id src; do
   {{ read -r me _ </proc/self/stat; echo "start $id $me"; {inner}{reset}( . "$D/$id.sh" ) <"$src" >"$D/$id.out" 2>"$D/$id.err"; echo "$id $?"; }} &
 done
 """
-    # the worker exits 0 only at the end of the requests (we closed the pipe)
+    # The worker exits 0 only at the end of the requests (we closed the pipe). `command
+    # eval`: a fork that fails (a process limit set on pid 1 from inside, via prlimit) is
+    # an error a non-interactive dash exits for, and pid 1 with it; so it tries again
+    # (until the sweep puts the soft limit back; under a hard one, later execs time out in
+    # a live sandbox: the attempt's counted failure, never a lost sandbox).
     # dash catches SIGINT while it waits on a foreground job, and exits for it once the
     # job is over: an agent's `kill -INT 1` would end pid 1 at the next sweep. Ignored
     # instead (the kernel then drops it, as every other signal from inside: SIGCHLD's
     # handler only marks a child to reap). What pid 1 forks ignores it too, as every
     # background job of a shell without job control, the exec's subshell, always did.
-    return f'trap "" INT\nD={CTL}\n{join}echo "ready $J"\nw() {{\n{loop}}}\nwhile :; do (w) && exit 0; done\n'
+    return f'trap "" INT\nD={CTL}\n{join}echo "ready $J"\nw() {{\n{loop}}}\nwhile :; do command eval "(w)" && exit 0; done\n'
 
 
 def find_sh() -> str:

@@ -62,10 +62,24 @@ class Sweep:
         # cannot start a new worker until everything else is gone; and after, until
         # the next exec needs one (_unpark). A trial's last sweep (before /logs/verifier
         # is collected) is then never followed by a worker nobody uses.
-        self._signal_init(signal.SIGSTOP)
         self._parked = True
         try:
-            await self._kill_all_but_init()
+            deadline = time.monotonic() + 30
+            again = False
+            while True:
+                self._signal_init(signal.SIGSTOP)
+                if again:  # nothing of the agent's is left to wake it: it stops now
+                    await self._init_stopped(deadline)
+                await self._kill_all_but_init()
+                # SIGCONT from inside wakes even a namespace's init (the kernel wakes a
+                # stopped task before it drops the signal): an agent's loop of them can let
+                # pid 1 run mid-sweep and fork a worker with the agent's settings. Only we
+                # stop pid 1, so still stopped now means stopped throughout; else again.
+                if proc.state_of(self.init_pid) in ("T", None):
+                    break
+                if time.monotonic() > deadline:
+                    raise SandboxFailed("kill_all: pid 1 kept being woken for 30s")
+                again = True
         except BaseException:
             self._unpark()
             raise
@@ -83,6 +97,14 @@ class Sweep:
                 self._pid1.restore(self.init_pid)
         finally:
             self._signal_init(signal.SIGCONT)
+
+    async def _init_stopped(self, deadline: float) -> None:
+        """Until pid 1 is stopped (a signal takes a moment): the sweep that follows then
+        sees every worker it forked while the agent kept it awake."""
+        delay = 0.0001
+        while proc.state_of(self.init_pid) not in ("T", None) and time.monotonic() < deadline:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.005)
 
     def _signal_init(self, sig: int) -> None:
         if self._init_fd >= 0:
