@@ -14,6 +14,13 @@ netns, slirp4netns and prohibit routes a crucible sandbox with network gets). Th
 ratio is crucible's rate over the bare rate of the same mode (issue target: >= 0.8).
 The two modes run interleaved (off, on, off, on... per round) so that a busy
 machine weighs on both alike.
+
+Where the jobs folder lives matters on ext4 without a journal (this kind of VM's disk):
+each file created skips every inode its block group freed in the last one to six
+minutes, so a run started soon after a large delete there (an earlier run's cleanup, a
+test suite) pays up to a millisecond per create, and crucible makes about 12 a trial
+against the floor's 5. `--dir /dev/shm` (tmpfs) measures the sandboxes alone; space
+runs on a disk folder several minutes apart.
 """
 
 from __future__ import annotations
