@@ -14,17 +14,16 @@ until it stayed stopped (sweep.py)."""
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from tests.helpers.local_box import local_box
 from tests.helpers.wait import WaitTimeout, await_until
 
 from crucible.engine.grading.blame import ended_by_attempt
 from crucible.errors import SandboxFailed
 from crucible.sandboxes import proc
-from crucible.sandboxes.base import SandboxSpec
-from crucible.sandboxes.local.provider import LocalProvider, LocalSandbox
+from crucible.sandboxes.local.provider import LocalSandbox
 
 # the worker's pid inside: pid 1's only child while no orphan of the agent's is left
 WORKER = "W=$(awk '$4==1{print $1}' /proc/[0-9]*/stat)"
@@ -32,17 +31,8 @@ WORKER = "W=$(awk '$4==1{print $1}' /proc/[0-9]*/stat)"
 
 @pytest.fixture
 async def box() -> AsyncIterator[LocalSandbox]:
-    p = LocalProvider()
-    await p.preflight()
-    sb = await p.create(
-        SandboxSpec(job_id=f"test-pid1-{uuid.uuid4().hex[:8]}", memory_mb=256, pids_limit=128)
-    )
-    assert isinstance(sb, LocalSandbox)
-    try:
+    async with local_box("test-pid1") as sb:
         yield sb
-    finally:
-        await sb.close()
-        await p.aclose()
 
 
 def _alive(sb: LocalSandbox) -> list[int]:

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from tests.helpers.local_box import local_box
 from tests.helpers.wait import await_until
 
 from crucible.sandboxes import proc
@@ -22,17 +23,8 @@ from crucible.sandboxes.local.provider import LocalProvider, LocalSandbox
 
 @pytest.fixture
 async def box() -> AsyncIterator[LocalSandbox]:
-    p = LocalProvider()
-    await p.preflight()
-    sb = await p.create(
-        SandboxSpec(job_id=f"test-sweep-{uuid.uuid4().hex[:8]}", memory_mb=256, pids_limit=128)
-    )
-    assert isinstance(sb, LocalSandbox)
-    try:
+    async with local_box("test-sweep") as sb:
         yield sb
-    finally:
-        await sb.close()
-        await p.aclose()
 
 
 def _pipe(sb: LocalSandbox) -> os.stat_result:
