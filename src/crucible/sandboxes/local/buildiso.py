@@ -53,6 +53,7 @@ from crucible.sandboxes.proc import dies_with_parent
 BUILD_UID_BASE = 0x1800_0000
 BUILD_ID_COUNT = 65536
 SLIRP_GATEWAY_DNS = "10.0.2.3"
+_HYBRID = "/sys/fs/cgroup/unified"
 
 _CONTINUATION = re.compile(r"[\\`][ \t]*\r?\n")
 _FORBIDDEN_FLAG = re.compile(r"(?i)(?:^|\s)--(mount|security)(?==|\s)")
@@ -172,7 +173,14 @@ async def run_build(
             f"isolated builds need {missing}", hint="run scripts/setup-images.sh (as root)"
         )
     # Not `exec "$@"`: the shell stays pid 1 (root, its kill signal kept) and waits.
-    script = 'echo >&3; exec 3>&-; read -r _ || exit 111; "$@"; exit $?'
+    # The build's mount namespace (private) drops a hybrid host's cgroup2 mount
+    # (/sys/fs/cgroup/unified with controllers on it): rootless crun refuses to start any
+    # step on such a host ("cgroups in hybrid mode not supported"), and a rootless
+    # step gets no cgroup of v1 either, so the steps lose nothing.
+    script = (
+        f"umount -l {_HYBRID} 2>/dev/null; "
+        'echo >&3; exec 3>&-; read -r _ || exit 111; "$@"; exit $?'
+    )
     ready_r, ready_w = os.pipe()
     with log.open("ab") as fh:
         try:
