@@ -38,8 +38,6 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-from crucible.sandboxes.local import cspawn
-
 # Host uids/gids for sandboxes when crucible runs as root: inside systemd's
 # container range (524288-1879048191), far above login users and the usual
 # /etc/subuid blocks. A slot's uid is BASE + (pid << 8 | slot number), so two
@@ -224,17 +222,14 @@ def spawn(
         "file_actions": file_actions or [],
         "setsigdef": (signal.SIGPIPE, signal.SIGXFSZ),
     }
-    # Without the GIL while the child starts (cspawn.py): a thread may spawn for the loop.
-    with cspawn.LOCK:
-        if (os.geteuid(), os.getegid()) == owner:
-            return cspawn.posix_spawn(path, argv, {}, **opts)
-        if platform.machine() in _SYSCALLS:
-            with _thread_credentials(owner):
-                return cspawn.posix_spawn(path, argv, {}, **opts)
-        setpriv = shutil.which("setpriv") or "setpriv"
-        wrap = [setpriv, "--reuid", str(owner[0]), "--regid", str(owner[1])]
-        wrap += ["--clear-groups", "--"]
-        return cspawn.posix_spawn(setpriv, [*wrap, path, *argv[1:]], {}, **opts)
+    if (os.geteuid(), os.getegid()) == owner:
+        return os.posix_spawn(path, argv, {}, **opts)
+    if platform.machine() in _SYSCALLS:
+        with _thread_credentials(owner):
+            return os.posix_spawn(path, argv, {}, **opts)
+    setpriv = shutil.which("setpriv") or "setpriv"
+    wrap = [setpriv, "--reuid", str(owner[0]), "--regid", str(owner[1]), "--clear-groups", "--"]
+    return os.posix_spawn(setpriv, [*wrap, path, *argv[1:]], {}, **opts)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import functools
 import json
 import os
 import signal
@@ -29,7 +28,7 @@ from crucible.records.tamper import TamperRecord
 from crucible.sandboxes import netlink
 from crucible.sandboxes.base import Sandbox, SandboxSpec
 from crucible.sandboxes.forward import Forwards
-from crucible.sandboxes.local import cspawn, hostuid, pid1
+from crucible.sandboxes.local import hostuid, pid1
 from crucible.sandboxes.local.bwrap import SANDBOX_PATH, BwrapLayout, build_argv
 from crucible.sandboxes.local.execs import ENV_KEY, LocalExecs, PendingExec
 from crucible.sandboxes.local.files import MOUNTED, LocalFiles
@@ -164,10 +163,8 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
                 os.close(fd)
             raise
         targets = [INFO_FD, *JOIN_FDS[:n_join], *INNER_FDS[:n_inner]]
-        try:  # in a thread: the loop goes on while the child waits for a CPU (cspawn.py)
-            await cspawn.off_loop(
-                functools.partial(self._spawn, argv, list(zip(handed, targets, strict=True)))
-            )
+        try:
+            self._spawn(argv, list(zip(handed, targets, strict=True)))
         except OSError as exc:
             os.close(rfd)
             raise SandboxFailed(
@@ -248,16 +245,15 @@ class LocalSandbox(LocalExecs, LocalFiles, LocalGrading, Sandbox):
         """bwrap, with stdin, stdout, stderr and each (fd, target) of `handed` dup2'd
         into place: nothing else of ours is inherited."""
         # posix_spawn (vfork+exec), not subprocess or asyncio's child watcher: a
-        # few hundred microseconds less per sandbox. Run in cspawn's thread, under its
-        # lock (no fd another spawn made inheritable is passed on). We reap through a
-        # pidfd (see _reap).
+        # few hundred microseconds less per sandbox, and no thread. We reap
+        # through a pidfd (see _reap).
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err = self.slot.open_errlog()
+        hostuid.no_stray_fds()
         net = netlink.entered(self._netns_fd) if self._netns_fd >= 0 else contextlib.nullcontext()
         try:
-            with cspawn.LOCK, net:  # born in its slot's namespace, if it has one
-                hostuid.no_stray_fds()
+            with net:  # born in its slot's namespace, if it has one
                 self.bwrap_pid = hostuid.spawn(
                     argv[0],
                     [MARKER + self.slot.name, *argv[1:]],

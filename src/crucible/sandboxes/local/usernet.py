@@ -43,7 +43,7 @@ import signal
 from crucible.errors import SandboxFailed
 from crucible.sandboxes import addrwatch, netlink
 from crucible.sandboxes.hostnet import host_ipv4
-from crucible.sandboxes.local import cspawn, hostuid
+from crucible.sandboxes.local import hostuid
 
 SANDBOX_ADDR = "10.0.2.100"  # slirp4netns --configure's defaults (its --cidr)
 GATEWAY = "10.0.2.2"
@@ -158,13 +158,8 @@ class UserNet:
 
     def _spawn_slirp(self, net_fd: int, user_fd: int) -> int:
         """Start slirp4netns on the namespace; returns the read end of its ready fd.
-        No await in here, and cspawn.LOCK held: the fds made inheritable for it reach no
-        other spawn (a concurrent sandbox's bwrap, spawned from a thread, would hand them
-        to its agent)."""
-        with cspawn.LOCK:
-            return self._spawn_slirp_locked(net_fd, user_fd)
-
-    def _spawn_slirp_locked(self, net_fd: int, user_fd: int) -> int:
+        No await in here: the fds made inheritable for it reach no other spawn (a
+        concurrent sandbox's bwrap would hand them to its agent)."""
         exit_r, self._exit_w = os.pipe()
         ready_r, ready_w = os.pipe()
         devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
