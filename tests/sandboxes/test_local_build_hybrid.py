@@ -12,7 +12,7 @@ import pytest
 
 from crucible.sandboxes.local import buildiso
 
-UNIFIED = Path("/sys/fs/cgroup/unified")
+UNIFIED = Path(buildiso._HYBRID)  # the mount a build drops
 
 
 def _hybrid_mounts(mountinfo: str) -> list[str]:
